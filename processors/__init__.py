@@ -1,0 +1,36 @@
+"""History processors for long pydantic-ai conversations: pair-safe cuts, real token counts, sliding
+windows and incremental summaries. Pure: no I/O of their own."""
+
+from .capabilities import SlidingWindow, Summarization
+from .cut_points import is_turn_start, safe_cut_points
+from .sliding_window import SlidingWindowProcessor, create_sliding_window_processor
+from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
+from .summarization import DEFAULT_SUMMARY_PROMPT, SummarizationProcessor, create_summarization_processor
+from .summary import SummarizationFailure, Summary, find_summary, summary_request, summary_text
+from .tokens import MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, TiktokenCounter, TokenCounter, count_tokens_approximately
+
+__all__ = (
+    'DEFAULT_SUMMARY_PROMPT',
+    'MEDIA_TOKENS',
+    'MESSAGE_OVERHEAD_TOKENS',
+    'ContextFraction',
+    'ContextMessages',
+    'ContextSize',
+    'ContextTokens',
+    'SlidingWindow',
+    'SlidingWindowProcessor',
+    'Summarization',
+    'SummarizationFailure',
+    'SummarizationProcessor',
+    'Summary',
+    'TiktokenCounter',
+    'TokenCounter',
+    'count_tokens_approximately',
+    'create_sliding_window_processor',
+    'create_summarization_processor',
+    'find_summary',
+    'is_turn_start',
+    'safe_cut_points',
+    'summary_request',
+    'summary_text',
+)

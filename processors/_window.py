@@ -1,0 +1,395 @@
+"""The window engine both processors share: what a history looks like after its cuts, kept incrementally.
+
+A window is `head + [bridge] + tail`: the head messages kept verbatim (`keep_head`), a bridge
+request holding the system prompt and the summary (or just the system prompt once the message that
+carried it was cut), and the tail from the current cut on. The engine remembers each history it has
+seen (a *lineage*) with per-message token counts, running sums and a `CutIndex`, so a model request
+on a history that only grew costs the new messages, not the history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from pydantic_ai.messages import (
+    BaseToolCallPart,
+    BaseToolReturnPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    UserPromptPart,
+)
+
+from ._text import render
+from .cut_points import CutIndex
+from .specs import ContextSize, Size, check_resolvable, parse_size, parse_triggers
+from .summary import find_summary, summary_text
+from .tokens import TokenCounter
+
+_MAX_LINEAGES = 16
+
+
+async def count(counter: TokenCounter, messages: Sequence[ModelMessage]) -> int:
+    """Call a sync or async token counter."""
+    result = counter(messages)
+    if inspect.isawaitable(result):
+        result = await result
+    return int(result)
+
+
+def leading_system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
+    """The system prompt parts that open a history's first request."""
+    if not messages or not isinstance(messages[0], ModelRequest):
+        return []
+    parts: list[SystemPromptPart] = []
+    for part in messages[0].parts:
+        if not isinstance(part, SystemPromptPart):
+            break
+        parts.append(part)
+    return parts
+
+
+@dataclass(eq=False)
+class Lineage:
+    """One history the engine has indexed, and where its window currently stands."""
+
+    messages: list[ModelMessage] = field(default_factory=list[ModelMessage])
+    cum_tokens: list[int] = field(default_factory=lambda: [0])
+    """`cum_tokens[i]` is the token count of `messages[:i]`."""
+    cuts: CutIndex = field(default_factory=CutIndex)
+    head_end: int = 0
+    """`messages[:head_end]` open every window verbatim."""
+    head_fixed: bool = False
+    system_bridge: ModelRequest | None = None
+    """The system prompt alone, to re-inject once the message carrying it is cut."""
+    system_bridge_tokens: int = 0
+    bridge: ModelRequest | None = None
+    """What stands between head and tail: the summary request, or the system bridge."""
+    bridge_tokens: int = 0
+    summary: str | None = None
+    cut: int = 0
+    """The tail starts here; `messages[head_end:cut]` are summarized or dropped."""
+    touched: bool = False
+    """Whether a compaction changed the window, so it is no longer the history as it came in."""
+    overhead: int = 0
+    """How far the provider's reported input tokens exceeded our count: instructions, tool definitions, error."""
+    sent: tuple[int, int] | None = None
+    """The history length and window estimate when the last window went out, to anchor the next on."""
+    call_at: dict[str, int] = field(default_factory=dict[str, int])
+    """Where each tool call was made."""
+    late_answers: list[tuple[int, int]] = field(default_factory=list[tuple[int, int]])
+    """(index, call index or -1) of each answer not in the request right after its call: the only
+    answers a cut made earlier, while their call was still open, can have separated from it."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def matches(self, messages: Sequence[ModelMessage]) -> bool:
+        """Whether `messages` is this history, possibly grown since."""
+        known = len(self.messages)
+        return (
+            0 < known <= len(messages)
+            and messages[0] is self.messages[0]
+            and messages[known - 1] is self.messages[known - 1]
+        )
+
+    async def extend(self, messages: Sequence[ModelMessage], counter: TokenCounter) -> None:
+        for message in messages[len(self.messages) :]:
+            self.cum_tokens.append(self.cum_tokens[-1] + await count(counter, [message]))
+            self.messages.append(message)
+            self.cuts.append(message)
+            self._note_calls(message)
+
+    def _note_calls(self, message: ModelMessage) -> None:
+        index = len(self.messages) - 1
+        for part in message.parts:
+            tool_call_id = getattr(part, 'tool_call_id', None)
+            if not isinstance(tool_call_id, str):
+                continue
+            if isinstance(part, BaseToolCallPart):
+                self.call_at.setdefault(tool_call_id, index)
+            elif isinstance(message, ModelRequest):
+                call = self.call_at.get(tool_call_id, -1)
+                if call < index - 1:
+                    self.late_answers.append((index, call))
+
+    def _orphaned(self, tool_call_id: str, cut: int) -> bool:
+        """Whether the call `tool_call_id` answers is missing from the window whose tail starts at `cut`."""
+        call = self.call_at.get(tool_call_id, -1)
+        return call < 0 or self.head_end <= call < cut
+
+    def size(self, cut: int, bridge_tokens: int, has_bridge: bool) -> tuple[int, int]:
+        """(messages, tokens) of the window whose tail starts at `cut`, the provider's overhead included."""
+        n = len(self.messages)
+        cum = self.cum_tokens
+        return (
+            self.head_end + has_bridge + n - cut,
+            cum[self.head_end] + bridge_tokens + cum[n] - cum[cut] + self.overhead,
+        )
+
+    def window(self, cut: int, bridge: ModelRequest | None) -> list[ModelMessage]:
+        tail = self.messages[cut:]
+        for index, call in self.late_answers[bisect_left(self.late_answers, (cut, -1)) :]:
+            if call < 0 or self.head_end <= call < cut:
+                tail[index - cut] = self._answers_as_text(tail[index - cut], cut)
+        head = self.messages[: self.head_end]
+        return [*head, bridge, *tail] if bridge is not None else [*head, *tail]
+
+    def _answers_as_text(self, message: ModelMessage, cut: int) -> ModelMessage:
+        """`message` with each answer to a call the window lost (it was cut while still waiting for
+        its result) turned into text, so the model keeps the result without an orphaned return."""
+        assert isinstance(message, ModelRequest)
+        parts = [
+            UserPromptPart(
+                f'Result of the earlier {part.tool_name} call {part.tool_call_id} ({part.outcome}): '
+                f'{render(part.content)[0]}'
+            )
+            if isinstance(part, BaseToolReturnPart) and self._orphaned(part.tool_call_id, cut)
+            else part
+            for part in message.parts
+        ]
+        return replace(message, parts=parts)
+
+    def fallback_bridge(self) -> tuple[ModelRequest | None, int]:
+        """The bridge when a compaction makes no new summary: the one in place, or the system prompt."""
+        if self.bridge is not None:
+            return self.bridge, self.bridge_tokens
+        return self.system_bridge, self.system_bridge_tokens
+
+
+@dataclass
+class Compaction:
+    """What a processor made of the messages a cut evicts."""
+
+    bridge: ModelRequest | None = None
+    """A new bridge (a summary request), or `None` to keep the current one."""
+    bridge_tokens: int = 0
+    persist: bool = True
+    """Whether the cut stands for later requests; `False` drops the messages from this request only."""
+    cut: int | None = None
+    """Where the tail starts instead of the planned cut, when the processor dealt with fewer messages."""
+
+
+Compact = Callable[['Lineage', int, 'int | None'], Awaitable[Compaction]]
+"""How a processor deals with `lineage.messages[lineage.cut:cut]`, given the context window."""
+
+
+@dataclass
+class Windowing:
+    """The configured trigger and keep rules, and the lineages they are applied to."""
+
+    triggers: tuple[Size, ...]
+    keep: Size
+    keep_head: Size | None
+    keep_system_prompt: bool
+    counter: TokenCounter
+    max_input_tokens: int | None
+    anchor_on_usage: bool
+    _lineages: OrderedDict[int, list[Lineage]] = field(default_factory=OrderedDict[int, list[Lineage]])
+
+    def context_window(self, model_window: int | None) -> int | None:
+        return self.max_input_tokens if self.max_input_tokens is not None else model_window
+
+    async def process(
+        self, messages: list[ModelMessage], context_window: int | None, compact: Compact
+    ) -> list[ModelMessage]:
+        """The window to send for `messages`, compacting through `compact` when a trigger fires."""
+        if not messages:
+            return messages
+        lineage = self._lineage_for(messages)
+        async with lineage.lock:
+            if lineage.messages and not lineage.matches(messages):
+                # Another caller grew this history differently while we waited: start afresh.
+                lineage = self._new_lineage(messages)
+            if not lineage.messages:
+                await lineage.extend(messages, self.counter)
+                await self._open(lineage)
+            else:
+                await lineage.extend(messages, self.counter)
+            self._anchor(lineage)
+            current = lineage.size(lineage.cut, lineage.bridge_tokens, lineage.bridge is not None)
+            cut = self._plan_cut(lineage, context_window) if self._fires(current, context_window) else None
+            if cut is None:
+                window = lineage.window(lineage.cut, lineage.bridge) if lineage.touched else messages
+                estimate = current[1]
+            else:
+                self._fix_head(lineage, cut, context_window)
+                compaction = await compact(lineage, cut, context_window)
+                cut = compaction.cut or cut
+                if compaction.bridge is None:
+                    bridge, bridge_tokens = lineage.fallback_bridge()
+                else:
+                    bridge, bridge_tokens = compaction.bridge, compaction.bridge_tokens
+                window = lineage.window(cut, bridge)
+                estimate = lineage.size(cut, bridge_tokens, bridge is not None)[1]
+                if compaction.persist:
+                    lineage.cut, lineage.bridge, lineage.bridge_tokens = cut, bridge, bridge_tokens
+                    lineage.touched = True
+            lineage.sent = (len(lineage.messages), estimate - lineage.overhead)
+            return window
+
+    def _lineage_for(self, messages: Sequence[ModelMessage]) -> Lineage:
+        key = id(messages[0])
+        for lineage in self._lineages.get(key, []):
+            if lineage.matches(messages):
+                self._lineages.move_to_end(key)
+                return lineage
+        return self._new_lineage(messages)
+
+    def _new_lineage(self, messages: Sequence[ModelMessage]) -> Lineage:
+        # The lineage holds messages[0], so its id can't be reused while the entry lives.
+        lineage = Lineage()
+        key = id(messages[0])
+        self._lineages.setdefault(key, []).append(lineage)
+        self._lineages.move_to_end(key)
+        while sum(len(group) for group in self._lineages.values()) > _MAX_LINEAGES:
+            oldest_key, oldest = next(iter(self._lineages.items()))
+            oldest.pop(0)
+            if not oldest:
+                del self._lineages[oldest_key]
+        return lineage
+
+    async def _open(self, lineage: Lineage) -> None:
+        """Read an incoming history's shape: an earlier summary to extend, or the system prompt to keep."""
+        messages = lineage.messages
+        summary_at = find_summary(messages)
+        if summary_at is not None:
+            bridge = messages[summary_at]
+            assert isinstance(bridge, ModelRequest)
+            lineage.head_end = summary_at
+            lineage.head_fixed = True
+            lineage.bridge = bridge
+            lineage.bridge_tokens = lineage.cum_tokens[summary_at + 1] - lineage.cum_tokens[summary_at]
+            lineage.summary = summary_text(bridge)
+            lineage.cut = summary_at + 1
+            system_parts = [part for part in bridge.parts if isinstance(part, SystemPromptPart)]
+        elif self.keep_system_prompt and self.keep_head is None:
+            system_parts = leading_system_parts(messages)
+        else:
+            system_parts = []
+        if system_parts:
+            lineage.system_bridge = ModelRequest(parts=system_parts)
+            lineage.system_bridge_tokens = await count(self.counter, [lineage.system_bridge])
+
+    def _anchor(self, lineage: Lineage) -> None:
+        """Learn the gap between our count and the provider's from the response to the last window sent."""
+        if not self.anchor_on_usage or lineage.sent is None:
+            return
+        sent_length, estimate = lineage.sent
+        if sent_length < len(lineage.messages):
+            response = lineage.messages[sent_length]
+            if isinstance(response, ModelResponse) and response.usage.input_tokens > 0:
+                lineage.overhead = response.usage.input_tokens - estimate
+
+    def token_ceiling(self, context_window: int | None) -> int | None:
+        """The smallest token count a trigger fires at, if any trigger counts tokens."""
+        ceilings = [t.tokens(context_window, 'trigger') for t in self.triggers if t.kind != 'messages']
+        return min(ceilings) if ceilings else None
+
+    def _fires(self, size: tuple[int, int], context_window: int | None) -> bool:
+        messages, tokens = size
+        for trigger in self.triggers:
+            if trigger.kind == 'messages':
+                if messages >= trigger.value:
+                    return True
+            elif tokens >= trigger.tokens(context_window, 'trigger'):
+                return True
+        return False
+
+    def _plan_cut(self, lineage: Lineage, context_window: int | None) -> int | None:
+        """Where the tail should start: what `keep` asks for, at a safe cut, and below every trigger."""
+        n = len(lineage.messages)
+        floor = max(lineage.cut, lineage.head_end if lineage.head_fixed else self._head_count(lineage, context_window))
+        if self.keep.kind == 'messages':
+            target = n - int(self.keep.value)
+        else:
+            budget = self.keep.tokens(context_window, 'keep')
+            target = bisect_left(lineage.cum_tokens, lineage.cum_tokens[n] - budget)
+        target = max(target, floor + 1)
+        cuts = lineage.cuts
+        cut = cuts.first_at_or_after(target)
+        turn = cuts.first_at_or_after(target, turn_start=True)
+        if turn is not None and (n - turn) * 2 >= n - target:
+            cut = turn  # a whole turn reads better, as long as it keeps at least half of what keep asks
+        if cut is None:
+            cut = cuts.last_before(target)
+            if cut is None or cut <= floor:
+                return None
+        # A window still over a trigger after compacting would compact again on every request.
+        bridge, bridge_tokens = lineage.fallback_bridge()
+        while self._fires(lineage.size(cut, bridge_tokens, bridge is not None), context_window):
+            later = cuts.first_at_or_after(cut + 1)
+            if later is None:
+                break
+            cut = later
+        return cut
+
+    def _head_count(self, lineage: Lineage, context_window: int | None) -> int:
+        """How many leading messages `keep_head` keeps, extended to a safe cut."""
+        if self.keep_head is None:
+            return 0
+        n = len(lineage.messages)
+        if self.keep_head.kind == 'messages':
+            wanted = min(int(self.keep_head.value), n)
+        else:
+            budget = self.keep_head.tokens(context_window, 'keep_head')
+            wanted = bisect_left(lineage.cum_tokens, budget + 1) - 1
+        if wanted <= 0 or lineage.cuts.is_safe(wanted):
+            return max(wanted, 0)
+        return lineage.cuts.first_at_or_after(wanted) or n
+
+    def _fix_head(self, lineage: Lineage, cut: int, context_window: int | None) -> None:
+        """On the first compaction, settle how many leading messages every later window keeps."""
+        if not lineage.head_fixed:
+            lineage.head_fixed = True
+            lineage.head_end = min(self._head_count(lineage, context_window), cut)
+            lineage.cut = max(lineage.cut, lineage.head_end)
+
+
+class WindowConfig(Protocol):
+    """The size rules a processor is configured with."""
+
+    @property
+    def trigger(self) -> ContextSize | Sequence[ContextSize] | None: ...
+    @property
+    def keep(self) -> ContextSize: ...
+    @property
+    def keep_head(self) -> ContextSize | None: ...
+    @property
+    def token_counter(self) -> TokenCounter: ...
+    @property
+    def max_input_tokens(self) -> int | None: ...
+    @property
+    def keep_system_prompt(self) -> bool: ...
+    @property
+    def anchor_on_usage(self) -> bool: ...
+    @property
+    def context_window_from_model(self) -> bool: ...
+
+
+def build_windowing(config: WindowConfig) -> Windowing:
+    """Validate a processor's size rules into a `Windowing`, with errors that name the parameter."""
+    triggers = parse_triggers(config.trigger)
+    # keep=('messages', 0) is valid, as in summarization-pydantic-ai: keep only the request in flight.
+    keep = parse_size(config.keep, 'keep', allow_zero=True)
+    keep_head = None if config.keep_head is None else parse_size(config.keep_head, 'keep_head')
+    sizes = [('trigger', trigger) for trigger in triggers] + [('keep', keep)]
+    if keep_head is not None:
+        sizes.append(('keep_head', keep_head))
+    check_resolvable(sizes, config.max_input_tokens, model_supplies_window=config.context_window_from_model)
+    if not callable(config.token_counter):
+        raise ValueError(f'token_counter must be callable; got {config.token_counter!r}.')
+    return Windowing(
+        triggers=triggers,
+        keep=keep,
+        keep_head=keep_head,
+        keep_system_prompt=config.keep_system_prompt,
+        counter=config.token_counter,
+        max_input_tokens=config.max_input_tokens,
+        anchor_on_usage=config.anchor_on_usage,
+    )

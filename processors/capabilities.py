@@ -1,0 +1,52 @@
+"""The processors as pydantic-ai capabilities: they shape each request and leave the run's history raw.
+
+A capability here replaces only `request_context.messages`, the copy sent to the model, so
+`result.new_messages()` and `all_messages()` keep every message the run produced: the archive
+stays complete while the model sees the window. Fractions resolve against the serving model's
+`context_window` unless `max_input_tokens` is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import RunContext
+
+from .sliding_window import SlidingWindowProcessor
+from .summarization import SummarizationProcessor
+
+__all__ = ('SlidingWindow', 'Summarization')
+
+
+class _WindowsRequests(AbstractCapability[Any]):
+    """Sends each model request through the processor this capability also is."""
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        assert isinstance(self, SlidingWindowProcessor | SummarizationProcessor)
+        request_context.messages = await self.process(
+            request_context.messages, context_window=request_context.model.context_window
+        )
+        return request_context
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # Configured with callables (counters, models), so not spec-serializable.
+
+
+@dataclass
+class SlidingWindow(SlidingWindowProcessor, _WindowsRequests):
+    """`SlidingWindowProcessor` as a capability: `Agent(model, capabilities=[SlidingWindow(...)])`."""
+
+    context_window_from_model: bool = True
+
+
+@dataclass
+class Summarization(SummarizationProcessor, _WindowsRequests):
+    """`SummarizationProcessor` as a capability: `Agent(model, capabilities=[Summarization(model=...)])`."""
+
+    context_window_from_model: bool = True

@@ -1,0 +1,221 @@
+"""Incremental summarization: the next summary is made from the last one plus only what was evicted since."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model
+from pydantic_ai.usage import RunUsage
+
+from ._text import format_messages
+from ._window import Compaction, Lineage, Windowing, build_windowing, count
+from .specs import ContextSize
+from .summary import SummarizationFailure, Summary, summary_request
+from .tokens import TokenCounter, count_tokens_approximately
+
+__all__ = (
+    'DEFAULT_SUMMARY_PROMPT',
+    'SummarizationProcessor',
+    'create_summarization_processor',
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TRIGGER: ContextSize = ('tokens', 170_000)
+DEFAULT_KEEP: ContextSize = ('messages', 20)
+
+SUMMARIZER_INSTRUCTIONS = (
+    'You maintain the running summary of a conversation between a user and an AI assistant that uses tools. '
+    'The summary replaces the messages it covers, so keep every fact, decision, identifier, number and open '
+    'question the assistant may need later. Reply with the summary only.'
+)
+
+DEFAULT_SUMMARY_PROMPT = (
+    'Update the running summary of this conversation.\n\n'
+    'If a previous summary is given, carry all of its still-relevant content forward and fold the new '
+    'messages into it; otherwise summarize the new messages. Be concise but lose no facts, identifiers, '
+    "numbers, decisions, tool results the assistant relied on, or the user's open requests.\n\n"
+    '{messages}'
+)
+"""The default prompt; `{messages}` receives the previous summary and the newly evicted messages."""
+
+SummaryCallback = Callable[[Summary], Awaitable[None] | None]
+FailureCallback = Callable[[SummarizationFailure], Awaitable[None] | None]
+
+
+async def _notify(callback: Callable[[Any], Awaitable[None] | None] | None, value: object) -> None:
+    if callback is not None:
+        result = callback(value)
+        if inspect.isawaitable(result):
+            await result
+
+
+def summarizer_input(previous: str | None, evicted: Sequence[ModelMessage]) -> str:
+    """What `{messages}` becomes: the previous summary whole, then the evicted messages."""
+    previous_block = f'<previous_summary>\n{previous}\n</previous_summary>\n\n' if previous else ''
+    return f'{previous_block}<new_messages>\n{format_messages(evicted)}\n</new_messages>'
+
+
+@dataclass
+class SummarizationProcessor:
+    """A history processor that replaces evicted messages with a summary, extended incrementally.
+
+    When a trigger fires, the messages between the last summary and the new cut go to the
+    summarizer together with the last summary's text (never trimmed), so over a conversation each
+    message is read about once. The summary travels as a `CompactionPart` in the request that opens
+    the window. At most one summarizer call is made per model request, and a window that would still
+    be over a trigger after compacting is cut further so the next request doesn't summarize again.
+
+    If the summarizer raises, times out, or returns empty or oversized text, that request goes out on
+    the sliding window (the old summary plus the kept tail), nothing is used as a summary, the failure
+    is logged and passed to `on_failure`, and the next trigger tries again.
+
+    Args:
+        model: The summarizer: any pydantic-ai model or model name.
+        trigger: When to summarize: a `ContextSize` or a list of them (any fires). `None` never does.
+        keep: How much of the tail to keep verbatim.
+        token_counter: Counts a sequence of messages, sync or async. Called once per message.
+        summary_prompt: The summarizer prompt; `{messages}` receives the previous summary and new messages.
+        max_input_tokens: The context window that `("fraction", f)` sizes resolve against.
+        trim_tokens_to_summarize: At most this many tokens of evicted messages go to one summarizer
+            call; the rest stay in the window for the next one (nothing is silently dropped).
+        keep_head: How many leading messages to keep verbatim; when unset, the system prompt alone is kept.
+        keep_system_prompt: Re-inject the head's system prompt parts ahead of the summary.
+        anchor_on_usage: Correct token counts by the input tokens the provider reported for the
+            previous window, so dense content (base64, minified JSON) can't overflow unnoticed.
+        context_window_from_model: Resolve fractions against the model's context window at request
+            time, as the capabilities do.
+        summarizer_timeout: Seconds the summarizer may take before the request falls back.
+        max_summary_tokens: A summary larger than this is rejected as oversized. A summary that alone
+            would fire a token trigger always is.
+        on_summary: Called with each `Summary` made, to persist it.
+        on_failure: Called with each `SummarizationFailure`.
+    """
+
+    model: Model | str
+    trigger: ContextSize | Sequence[ContextSize] | None = DEFAULT_TRIGGER
+    keep: ContextSize = DEFAULT_KEEP
+    token_counter: TokenCounter = count_tokens_approximately
+    summary_prompt: str = DEFAULT_SUMMARY_PROMPT
+    max_input_tokens: int | None = None
+    trim_tokens_to_summarize: int | None = None
+    keep_head: ContextSize | None = None
+    keep_system_prompt: bool = True
+    anchor_on_usage: bool = False
+    context_window_from_model: bool = False
+    summarizer_timeout: float | None = 120.0
+    max_summary_tokens: int | None = None
+    on_summary: SummaryCallback | None = None
+    on_failure: FailureCallback | None = None
+    usage: RunUsage = field(default_factory=RunUsage, init=False)
+    """What every summarizer call so far has cost."""
+    _windowing: Windowing = field(init=False, repr=False)
+    _agent: Agent[None, str] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if '{messages}' not in self.summary_prompt:
+            raise ValueError('summary_prompt must contain {messages}, where the messages to summarize go.')
+        for name in ('trim_tokens_to_summarize', 'max_summary_tokens'):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f'{name}={value!r}: it must be a whole number > 0, or None.')
+        if self.summarizer_timeout is not None and self.summarizer_timeout <= 0:
+            raise ValueError(f'summarizer_timeout={self.summarizer_timeout!r}: it must be > 0 seconds, or None.')
+        self._windowing = build_windowing(self)
+
+    @property
+    def summarizer(self) -> Agent[None, str]:
+        """The agent that writes summaries, made on first use so a model name resolves only when needed."""
+        if self._agent is None:
+            self._agent = Agent(self.model, instructions=SUMMARIZER_INSTRUCTIONS, output_type=str)
+        return self._agent
+
+    async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        return await self.process(messages)
+
+    async def process(self, messages: list[ModelMessage], *, context_window: int | None = None) -> list[ModelMessage]:
+        """The window for `messages`; `context_window` is the model's, used when `max_input_tokens` is unset."""
+        return await self._windowing.process(messages, self._windowing.context_window(context_window), self._compact)
+
+    async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
+        cut = self._trimmed_cut(lineage, cut)
+        evicted = lineage.messages[lineage.cut : cut]
+        previous = lineage.summary
+        prompt = self.summary_prompt.replace('{messages}', summarizer_input(previous, evicted))
+        try:
+            result = await asyncio.wait_for(self.summarizer.run(prompt), self.summarizer_timeout)
+        except TimeoutError:
+            return await self._fail('timeout', f'no summary within {self.summarizer_timeout}s', len(evicted))
+        except Exception as error:
+            return await self._fail('error', f'{type(error).__name__}: {error}', len(evicted), error)
+        self.usage.incr(result.usage)
+        text = result.output.strip()
+        if not text:
+            return await self._fail('empty', 'the summarizer returned no text', len(evicted))
+        system_parts = [] if lineage.system_bridge is None else list(lineage.system_bridge.parts)
+        bridge = summary_request(system_parts, text)  # type: ignore[arg-type]
+        tokens = await count(self._windowing.counter, [bridge])
+        ceiling = self._windowing.token_ceiling(context_window)
+        if (self.max_summary_tokens is not None and tokens > self.max_summary_tokens) or (
+            ceiling is not None and tokens >= ceiling
+        ):
+            return await self._fail('oversized', f'the summary is {tokens} tokens', len(evicted))
+        lineage.summary = text
+        response = result.response
+        await _notify(
+            self.on_summary,
+            Summary(
+                text=text,
+                previous_text=previous,
+                covered=tuple(evicted),
+                tokens=tokens,
+                model_name=response.model_name if isinstance(response, ModelResponse) else None,
+                usage=result.usage,
+            ),
+        )
+        return Compaction(bridge=bridge, bridge_tokens=tokens, cut=cut)
+
+    def _trimmed_cut(self, lineage: Lineage, cut: int) -> int:
+        """The cut that keeps one summarizer call within `trim_tokens_to_summarize`."""
+        limit = self.trim_tokens_to_summarize
+        cum = lineage.cum_tokens
+        if limit is None or cum[cut] - cum[lineage.cut] <= limit:
+            return cut
+        best = lineage.cuts.first_at_or_after(lineage.cut + 1)
+        candidate = best
+        while candidate is not None and candidate <= cut and cum[candidate] - cum[lineage.cut] <= limit:
+            best = candidate
+            candidate = lineage.cuts.first_at_or_after(candidate + 1)
+        return min(best, cut) if best is not None else cut
+
+    async def _fail(self, reason: str, detail: str, pending: int, error: BaseException | None = None) -> Compaction:
+        failure = SummarizationFailure(reason=reason, detail=detail, pending=pending, error=error)  # type: ignore[arg-type]
+        logger.warning('Summarization failed (%s: %s); this request uses the sliding window.', reason, detail)
+        await _notify(self.on_failure, failure)
+        return Compaction(persist=False)
+
+
+def create_summarization_processor(
+    model: Model | str = 'openai:gpt-4.1',
+    trigger: ContextSize | Sequence[ContextSize] | None = DEFAULT_TRIGGER,
+    keep: ContextSize = DEFAULT_KEEP,
+    max_input_tokens: int | None = None,
+    token_counter: TokenCounter | None = None,
+    summary_prompt: str | None = None,
+) -> SummarizationProcessor:
+    """A `SummarizationProcessor`, with `summarization-pydantic-ai`'s factory signature and defaults."""
+    return SummarizationProcessor(
+        model=model,
+        trigger=trigger,
+        keep=keep,
+        max_input_tokens=max_input_tokens,
+        token_counter=token_counter or count_tokens_approximately,
+        summary_prompt=summary_prompt or DEFAULT_SUMMARY_PROMPT,
+    )

