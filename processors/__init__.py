@@ -1,7 +1,9 @@
 """History processors for long pydantic-ai conversations: pair-safe cuts, real token counts, sliding
 windows and incremental summaries. Pure: no I/O of their own."""
 
-from .capabilities import SlidingWindow, Summarization
+from ._text import message_text
+from ._window import CompactionState
+from .capabilities import SlidingWindow, Summarization, as_capability
 from .cut_points import is_turn_start, safe_cut_points
 from .sliding_window import SlidingWindowProcessor, create_sliding_window_processor
 from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
@@ -13,6 +15,7 @@ __all__ = (
     'DEFAULT_SUMMARY_PROMPT',
     'MEDIA_TOKENS',
     'MESSAGE_OVERHEAD_TOKENS',
+    'CompactionState',
     'ContextFraction',
     'ContextMessages',
     'ContextSize',
@@ -25,11 +28,13 @@ __all__ = (
     'Summary',
     'TiktokenCounter',
     'TokenCounter',
+    'as_capability',
     'count_tokens_approximately',
     'create_sliding_window_processor',
     'create_summarization_processor',
     'find_summary',
     'is_turn_start',
+    'message_text',
     'safe_cut_points',
     'summary_request',
     'summary_text',

@@ -81,6 +81,11 @@ def message_texts(message: ModelMessage) -> Iterator[tuple[str, int]]:
         yield part_text(part)
 
 
+def message_text(message: ModelMessage) -> str:
+    """The text a message carries, its parts' readings joined by newlines: what a search should match."""
+    return '\n'.join(text for text, _ in message_texts(message) if text)
+
+
 def _speaker(part: Any, message: ModelMessage) -> str:
     if isinstance(part, SystemPromptPart):
         return 'System'
@@ -101,10 +106,15 @@ def _speaker(part: Any, message: ModelMessage) -> str:
 
 
 def format_messages(messages: Sequence[ModelMessage], *, max_part_chars: int = 4_000) -> str:
-    """`messages` as a transcript a summarizer can read: one line per part, long parts clipped in the middle."""
+    """`messages` as a transcript a summarizer can read: one line per part, long parts clipped in the middle.
+
+    A summary written into a request is left out: the summarizer gets the previous summary whole, separately.
+    """
     lines: list[str] = []
     for message in messages:
         for part in message.parts:
+            if isinstance(part, CompactionPart) and isinstance(message, ModelRequest):
+                continue
             text, media = part_text(part)
             if len(text) > max_part_chars:
                 half = max_part_chars // 2

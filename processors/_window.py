@@ -20,6 +20,7 @@ from typing import Protocol
 from pydantic_ai.messages import (
     BaseToolCallPart,
     BaseToolReturnPart,
+    CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -30,7 +31,7 @@ from pydantic_ai.messages import (
 from ._text import render
 from .cut_points import CutIndex
 from .specs import ContextSize, Size, check_resolvable, parse_size, parse_triggers
-from .summary import find_summary, summary_text
+from .summary import find_summary, summary_request, summary_text
 from .tokens import TokenCounter
 
 _MAX_LINEAGES = 16
@@ -132,6 +133,12 @@ class Lineage:
             cum[self.head_end] + bridge_tokens + cum[n] - cum[cut] + self.overhead,
         )
 
+    def current_size(self) -> tuple[int, int]:
+        """(messages, tokens) of the window as it stands: the history itself until a compaction."""
+        if self.touched:
+            return self.size(self.cut, self.bridge_tokens, self.bridge is not None)
+        return len(self.messages), self.cum_tokens[-1] + self.overhead
+
     def window(self, cut: int, bridge: ModelRequest | None) -> list[ModelMessage]:
         tail = self.messages[cut:]
         for index, call in self.late_answers[bisect_left(self.late_answers, (cut, -1)) :]:
@@ -212,7 +219,7 @@ class Windowing:
             else:
                 await lineage.extend(messages, self.counter)
             self._anchor(lineage)
-            current = lineage.size(lineage.cut, lineage.bridge_tokens, lineage.bridge is not None)
+            current = lineage.current_size()
             cut = self._plan_cut(lineage, context_window) if self._fires(current, context_window) else None
             if cut is None:
                 window = lineage.window(lineage.cut, lineage.bridge) if lineage.touched else messages
@@ -233,13 +240,19 @@ class Windowing:
             lineage.sent = (len(lineage.messages), estimate - lineage.overhead)
             return window
 
-    def _lineage_for(self, messages: Sequence[ModelMessage]) -> Lineage:
+    def find(self, messages: Sequence[ModelMessage]) -> Lineage | None:
+        """The lineage `messages` is, possibly grown since."""
+        if not messages:
+            return None
         key = id(messages[0])
         for lineage in self._lineages.get(key, []):
             if lineage.matches(messages):
                 self._lineages.move_to_end(key)
                 return lineage
-        return self._new_lineage(messages)
+        return None
+
+    def _lineage_for(self, messages: Sequence[ModelMessage]) -> Lineage:
+        return self.find(messages) or self._new_lineage(messages)
 
     def _new_lineage(self, messages: Sequence[ModelMessage]) -> Lineage:
         # The lineage holds messages[0], so its id can't be reused while the entry lives.
@@ -259,15 +272,24 @@ class Windowing:
         messages = lineage.messages
         summary_at = find_summary(messages)
         if summary_at is not None:
-            bridge = messages[summary_at]
-            assert isinstance(bridge, ModelRequest)
+            carrier = messages[summary_at]
+            assert isinstance(carrier, ModelRequest)
+            lineage.summary = summary_text(carrier)
             lineage.head_end = summary_at
             lineage.head_fixed = True
-            lineage.bridge = bridge
-            lineage.bridge_tokens = lineage.cum_tokens[summary_at + 1] - lineage.cum_tokens[summary_at]
-            lineage.summary = summary_text(bridge)
-            lineage.cut = summary_at + 1
-            system_parts = [part for part in bridge.parts if isinstance(part, SystemPromptPart)]
+            system_parts = [part for part in carrier.parts if isinstance(part, SystemPromptPart)]
+            if all(isinstance(part, SystemPromptPart | CompactionPart) for part in carrier.parts):
+                # The bridge stands alone: the tail starts after it.
+                lineage.bridge = carrier
+                lineage.bridge_tokens = lineage.cum_tokens[summary_at + 1] - lineage.cum_tokens[summary_at]
+                lineage.cut = summary_at + 1
+            else:
+                # The bridge was merged into the tail's first request, as pydantic-ai merges consecutive
+                # requests: that request is the tail's start, and a compaction needs a bridge of its own.
+                assert lineage.summary is not None
+                lineage.bridge = summary_request(system_parts, lineage.summary)
+                lineage.bridge_tokens = await count(self.counter, [lineage.bridge])
+                lineage.cut = summary_at
         elif self.keep_system_prompt and self.keep_head is None:
             system_parts = leading_system_parts(messages)
         else:
@@ -349,6 +371,43 @@ class Windowing:
             lineage.head_fixed = True
             lineage.head_end = min(self._head_count(lineage, context_window), cut)
             lineage.cut = max(lineage.cut, lineage.head_end)
+
+
+@dataclass(frozen=True)
+class CompactionState:
+    """Where a compacted history's window stands: `messages[:head_end]`, a bridge, then `messages[tail_start:]`."""
+
+    head_end: int
+    tail_start: int
+    summary: str | None
+    """The summary text the bridge carries, if any."""
+
+
+class WindowedProcessor:
+    """What both processors are: an awaitable `messages -> window`, over a `Windowing`."""
+
+    _windowing: Windowing
+
+    async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        return await self.process(messages)
+
+    async def process(self, messages: list[ModelMessage], *, context_window: int | None = None) -> list[ModelMessage]:
+        """The window for `messages`; `context_window` is the model's, used when `max_input_tokens` is unset."""
+        return await self._windowing.process(messages, self._windowing.context_window(context_window), self._compact)
+
+    async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
+        raise NotImplementedError
+
+    def compaction_state(self, messages: Sequence[ModelMessage]) -> CompactionState | None:
+        """The committed window of the history `messages` is (or grew from), or `None` if never compacted.
+
+        For code that persists windows: after a run, this says which message the next window's tail
+        starts at, so it can be rebuilt without the processor's memory.
+        """
+        lineage = self._windowing.find(messages)
+        if lineage is None or (not lineage.touched and lineage.bridge is None):
+            return None
+        return CompactionState(head_end=lineage.head_end, tail_start=lineage.cut, summary=lineage.summary)
 
 
 class WindowConfig(Protocol):

@@ -8,17 +8,18 @@ stays complete while the model sees the window. Fractions resolve against the se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, overload
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
 
+from ._window import WindowedProcessor
 from .sliding_window import SlidingWindowProcessor
 from .summarization import SummarizationProcessor
 
-__all__ = ('SlidingWindow', 'Summarization')
+__all__ = ('SlidingWindow', 'Summarization', 'as_capability')
 
 
 class _WindowsRequests(AbstractCapability[Any]):
@@ -27,7 +28,7 @@ class _WindowsRequests(AbstractCapability[Any]):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        assert isinstance(self, SlidingWindowProcessor | SummarizationProcessor)
+        assert isinstance(self, WindowedProcessor)
         request_context.messages = await self.process(
             request_context.messages, context_window=request_context.model.context_window
         )
@@ -50,3 +51,15 @@ class Summarization(SummarizationProcessor, _WindowsRequests):
     """`SummarizationProcessor` as a capability: `Agent(model, capabilities=[Summarization(model=...)])`."""
 
     context_window_from_model: bool = True
+
+
+@overload
+def as_capability(processor: SummarizationProcessor) -> Summarization: ...
+@overload
+def as_capability(processor: SlidingWindowProcessor) -> SlidingWindow: ...
+def as_capability(processor: SlidingWindowProcessor | SummarizationProcessor) -> SlidingWindow | Summarization:
+    """A fresh capability configured like `processor`, with none of its remembered histories."""
+    capability = Summarization if isinstance(processor, SummarizationProcessor) else SlidingWindow
+    settings = {f.name: getattr(processor, f.name) for f in fields(processor) if f.init}
+    settings['context_window_from_model'] = True
+    return capability(**settings)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pydantic_ai.messages import ModelMessage
-
-from ._window import Compaction, Lineage, Windowing, build_windowing
+from ._window import Compaction, Lineage, WindowedProcessor, Windowing, build_windowing
 from .specs import ContextSize
 from .tokens import TokenCounter, count_tokens_approximately
 
@@ -17,12 +15,8 @@ DEFAULT_TRIGGER: ContextSize = ('messages', 100)
 DEFAULT_KEEP: ContextSize = ('messages', 50)
 
 
-async def _drop(lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
-    return Compaction()
-
-
 @dataclass
-class SlidingWindowProcessor:
+class SlidingWindowProcessor(WindowedProcessor):
     """A history processor that keeps the most recent messages once a trigger fires.
 
     Call it with a history (`await processor(messages)`) to get the window to send, or hand it to
@@ -57,12 +51,8 @@ class SlidingWindowProcessor:
     def __post_init__(self) -> None:
         self._windowing = build_windowing(self)
 
-    async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        return await self.process(messages)
-
-    async def process(self, messages: list[ModelMessage], *, context_window: int | None = None) -> list[ModelMessage]:
-        """The window for `messages`; `context_window` is the model's, used when `max_input_tokens` is unset."""
-        return await self._windowing.process(messages, self._windowing.context_window(context_window), _drop)
+    async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
+        return Compaction()  # the evicted messages are simply dropped
 
 
 def create_sliding_window_processor(

@@ -15,7 +15,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
 from ._text import format_messages
-from ._window import Compaction, Lineage, Windowing, build_windowing, count
+from ._window import Compaction, Lineage, WindowedProcessor, Windowing, build_windowing, count
 from .specs import ContextSize
 from .summary import SummarizationFailure, Summary, summary_request
 from .tokens import TokenCounter, count_tokens_approximately
@@ -64,7 +64,7 @@ def summarizer_input(previous: str | None, evicted: Sequence[ModelMessage]) -> s
 
 
 @dataclass
-class SummarizationProcessor:
+class SummarizationProcessor(WindowedProcessor):
     """A history processor that replaces evicted messages with a summary, extended incrementally.
 
     When a trigger fires, the messages between the last summary and the new cut go to the
@@ -136,13 +136,6 @@ class SummarizationProcessor:
         if self._agent is None:
             self._agent = Agent(self.model, instructions=SUMMARIZER_INSTRUCTIONS, output_type=str)
         return self._agent
-
-    async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        return await self.process(messages)
-
-    async def process(self, messages: list[ModelMessage], *, context_window: int | None = None) -> list[ModelMessage]:
-        """The window for `messages`; `context_window` is the model's, used when `max_input_tokens` is unset."""
-        return await self._windowing.process(messages, self._windowing.context_window(context_window), self._compact)
 
     async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
         cut = self._trimmed_cut(lineage, cut)

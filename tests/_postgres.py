@@ -1,0 +1,400 @@
+"""A real PostgreSQL server for the tests: found, or started and thrown away.
+
+The API, smallest first:
+
+- ``postgres_url()`` -> ``str | None``: an async SQLAlchemy URL
+  (``postgresql+asyncpg://USER:PASS@127.0.0.1:PORT/DBNAME``) for a server that accepted a
+  connection, or None. It is worked out once per process and cached:
+
+  1. ``$SESSION_STORE_TEST_PG_URL`` (``ENV_VAR``), when set, is the answer if a connection to it
+     succeeds, and None otherwise: a server that was asked for by name is never silently swapped
+     for another one.
+  2. Otherwise, when PostgreSQL's server programs are installed (``initdb``/``pg_ctl`` on PATH or
+     under ``/usr/lib/postgresql/*/bin``), a throwaway cluster is started in a temporary folder,
+     listening on 127.0.0.1 only, and stopped and deleted by an ``atexit`` handler.
+  3. Otherwise None.
+- ``require_postgres()`` -> ``str``: the same URL, or an exception saying why there is none:
+  ``RuntimeError`` under CI (``$CI`` non-empty), where a missing server is a broken build, and
+  ``PostgresUnavailable`` elsewhere, for a fixture to turn into ``pytest.skip(str(exc))``.
+- ``fresh_database(url)`` -> ``str``: creates an empty, uniquely named database on the server of
+  ``url`` and returns its URL; ``drop_database(url)`` removes it again.
+- ``start_server(root)`` / ``stop_server(root)``: the one implementation of "start a throwaway
+  cluster", for a server that must outlive this process. ``.ci/run`` uses it through the command
+  line::
+
+      python -m tests._postgres start DIR   # prints the URL; the server keeps running
+      python -m tests._postgres stop DIR    # stops it and deletes DIR
+
+Only 127.0.0.1 is ever listened on or connected to by what this module starts. When run as root
+(CI is), the server runs as the ``postgres`` system user, because PostgreSQL refuses to run as root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import functools
+import glob
+import os
+import pwd
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg  # type: ignore[import-untyped]  # ships no type hints
+from sqlalchemy.engine import URL, make_url
+
+__all__ = [
+    'ENV_VAR',
+    'PostgresUnavailable',
+    'Server',
+    'drop_database',
+    'fresh_database',
+    'postgres_url',
+    'require_postgres',
+    'start_server',
+    'stop_server',
+]
+
+ENV_VAR = 'SESSION_STORE_TEST_PG_URL'
+"""The environment variable naming an already running server to test against."""
+
+HOST = '127.0.0.1'
+"""The only address a throwaway server listens on."""
+
+SUPERUSER = 'postgres'
+"""The superuser that a throwaway cluster is initialised with."""
+
+DATABASE = 'session_store_test'
+"""The database that ``start_server`` creates, named in the URL it returns."""
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for a connection before calling a server unusable."""
+
+_T = TypeVar('_T')
+
+
+class PostgresUnavailable(Exception):
+    """No PostgreSQL server could be found or started; the message says why."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running throwaway cluster: where it lives and how to reach it."""
+
+    url: str
+    """The async SQLAlchemy URL of its database ``DATABASE``."""
+    root: Path
+    """The folder holding the data directory, socket and log; ``stop_server(root)`` removes it."""
+    version: str
+    """The server's ``server_version``, e.g. ``15.18 (Debian 15.18-0+deb12u1)``."""
+    bindir: Path
+    """The folder of the ``initdb``/``pg_ctl``/``postgres`` programs it was started with."""
+
+
+# --- finding and running the server programs -------------------------------------------------
+
+
+def _bindir() -> Path:
+    """The folder holding ``initdb``, ``pg_ctl`` and ``postgres``, or raise PostgresUnavailable."""
+    candidates: list[Path] = []
+    on_path = shutil.which('initdb')
+    if on_path:
+        # Resolve symlinks (e.g. /usr/local/bin/initdb -> /usr/lib/postgresql/15/bin/initdb) so that
+        # pg_ctl, initdb and postgres all come from one installation.
+        candidates.append(Path(on_path).resolve().parent)
+
+    def major(path: str) -> int:
+        match = re.search(r'/postgresql/(\d+)/', path)
+        return int(match.group(1)) if match else -1
+
+    # Debian keeps the server programs off PATH, one folder per major version: newest first.
+    for initdb in sorted(glob.glob('/usr/lib/postgresql/*/bin/initdb'), key=major, reverse=True):
+        candidates.append(Path(initdb).parent)
+    for bindir in candidates:
+        if all(os.access(bindir / program, os.X_OK) for program in ('initdb', 'pg_ctl', 'postgres')):
+            return bindir
+    raise PostgresUnavailable(
+        'no PostgreSQL server programs (initdb, pg_ctl, postgres) on PATH or in /usr/lib/postgresql'
+    )
+
+
+def _server_user() -> str | None:
+    """The user to run the server as: None for ourselves, ``postgres`` when we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam('postgres')
+    except KeyError:
+        raise PostgresUnavailable(
+            "running as root, which PostgreSQL refuses, and there is no 'postgres' user to run it as"
+        ) from None
+    return 'postgres'
+
+
+def _run(args: list[str | Path], user: str | None, cwd: Path) -> None:
+    """Run a server program, as ``user`` if given; raise PostgresUnavailable with its output on failure."""
+    # cwd must be a folder that ``user`` can enter: initdb and pg_ctl fail in one it can't (e.g. /root).
+    # PG* variables of the caller (PGDATA, PGPORT, ...) must not redirect what we start.
+    env = {key: value for key, value in os.environ.items() if not key.startswith('PG')}
+    try:
+        subprocess.run(
+            [str(arg) for arg in args],
+            cwd=cwd,
+            env=env,
+            user=user,
+            group=user,
+            extra_groups=[] if user else None,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+    except subprocess.CalledProcessError as exc:
+        output = (exc.stdout + exc.stderr).strip()
+        raise PostgresUnavailable(f'{Path(args[0]).name} failed ({exc.returncode}): {output}') from exc
+    except subprocess.TimeoutExpired as exc:
+        raise PostgresUnavailable(f'{Path(args[0]).name} timed out') from exc
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+# --- talking to a server ---------------------------------------------------------------------
+
+
+def _in_thread(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Run a coroutine to completion on a fresh event loop in another thread.
+
+    A thread of its own makes this safe to call from inside a running event loop (an async test or
+    fixture), where ``asyncio.run`` would refuse to start a second loop.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, make()).result()
+
+
+def _asyncpg_dsn(url: URL) -> str:
+    """The libpq-style DSN that asyncpg takes for a SQLAlchemy URL."""
+    return url.set(drivername='postgresql').render_as_string(hide_password=False)
+
+
+async def _execute(url: URL, *statements: str) -> str:
+    """Run ``statements`` on the database of ``url``, then return the server's version."""
+    conn = await asyncpg.connect(_asyncpg_dsn(url), timeout=CONNECT_TIMEOUT)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+        return str(await conn.fetchval('SHOW server_version'))
+    finally:
+        await conn.close()
+
+
+def _quote_ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def fresh_database(base_url: str) -> str:
+    """Create an empty database with a unique name on the server of ``base_url``; return its URL.
+
+    The database is created from a connection to the ``postgres`` maintenance database, so the
+    user of ``base_url`` needs the CREATEDB privilege (the throwaway cluster's superuser has it).
+    Safe to call from inside a running event loop.
+    """
+    url = make_url(base_url)
+    name = f'session_store_test_{uuid.uuid4().hex[:16]}'
+    _in_thread(lambda: _execute(url.set(database='postgres'), f'CREATE DATABASE {_quote_ident(name)}'))
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(url: str) -> None:
+    """Drop the database named in ``url``, closing any connections still open to it."""
+    parsed = make_url(url)
+    if not parsed.database:
+        raise ValueError(f'no database named in {parsed!r}')
+    # WITH (FORCE) (PostgreSQL 13+) ends leftover connections, e.g. from an engine not disposed.
+    drop = f'DROP DATABASE IF EXISTS {_quote_ident(parsed.database)} WITH (FORCE)'
+    _in_thread(lambda: _execute(parsed.set(database='postgres'), drop))
+
+
+# --- a throwaway cluster ---------------------------------------------------------------------
+
+
+def start_server(root: Path | None = None) -> Server:
+    """Start a throwaway PostgreSQL cluster in ``root`` (a new temporary folder if None).
+
+    ``root`` must be empty or missing. The cluster listens on 127.0.0.1 on a free port, keeps its
+    unix socket inside ``root``, trades durability for speed (``fsync=off``), and has a superuser
+    with a random password and an empty database ``DATABASE``. It keeps running after this process
+    exits: stop it with ``stop_server(root)``. Raises PostgresUnavailable when it can't be started,
+    after undoing whatever was started.
+    """
+    bindir = _bindir()
+    user = _server_user()
+    root = Path(tempfile.mkdtemp(prefix='session-store-pg-')) if root is None else root.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if any(root.iterdir()):
+        raise PostgresUnavailable(f'{root} is not empty')
+    if user is not None:
+        account = pwd.getpwnam(user)
+        os.chown(root, account.pw_uid, account.pw_gid)
+    root.chmod(0o700)
+    try:
+        return _start(bindir, user, root)
+    except BaseException:
+        stop_server(root)
+        raise
+
+
+def _start(bindir: Path, user: str | None, root: Path) -> Server:
+    """Initialise, configure and start a cluster in the empty folder ``root``, owned by ``user``."""
+    data = root / 'data'
+    password = secrets.token_hex(16)
+    pwfile = root / 'pwfile'
+    pwfile.write_text(password + '\n')
+    if user is not None:
+        account = pwd.getpwnam(user)
+        os.chown(pwfile, account.pw_uid, account.pw_gid)
+    # C locale: the same collation everywhere, and no dependence on which locales are installed.
+    # --no-sync: the cluster is thrown away, so its files need not reach the disk.
+    _run(
+        [
+            bindir / 'initdb',
+            f'--pgdata={data}',
+            f'--username={SUPERUSER}',
+            f'--pwfile={pwfile}',
+            '--auth=scram-sha-256',
+            '--encoding=UTF8',
+            '--no-locale',
+            '--no-sync',
+        ],
+        user,
+        root,
+    )
+    pwfile.unlink()
+    port = _free_port()
+    # Later settings in postgresql.conf win over initdb's. Durability is off since nothing here
+    # needs to survive a crash; listen_addresses keeps the server off every other address.
+    settings = {
+        'listen_addresses': f"'{HOST}'",
+        'port': str(port),
+        'unix_socket_directories': f"'{root}'",
+        'fsync': 'off',
+        'synchronous_commit': 'off',
+        'full_page_writes': 'off',
+        'max_connections': '200',
+    }
+    with (data / 'postgresql.conf').open('a') as conf:
+        conf.write('\n# session-store tests\n')
+        conf.writelines(f'{key} = {value}\n' for key, value in settings.items())
+    # -l: a log file keeps the server's output off our pipes, which pg_ctl would otherwise hold open.
+    _run(
+        [bindir / 'pg_ctl', 'start', '--wait', '--timeout=60', '--silent', '-D', data, '-l', root / 'server.log'],
+        user,
+        root,
+    )
+    url = URL.create('postgresql+asyncpg', SUPERUSER, password, HOST, port, 'postgres')
+    try:
+        version = _in_thread(lambda: _execute(url, f'CREATE DATABASE {_quote_ident(DATABASE)}'))
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        raise PostgresUnavailable(f'the server started but refused us: {exc!r}') from exc
+    return Server(url.set(database=DATABASE).render_as_string(hide_password=False), root, version, bindir)
+
+
+def stop_server(root: Path) -> None:
+    """Stop the cluster in ``root`` (immediately: nothing in it is kept) and delete ``root``.
+
+    Does nothing that fails when the cluster is not running or ``root`` is gone, so it is safe in
+    cleanup code that runs whether or not the start succeeded.
+    """
+    data = root / 'data'
+    if (data / 'postmaster.pid').exists():
+        try:
+            _run(
+                [_bindir() / 'pg_ctl', 'stop', '--mode=immediate', '--wait', '--silent', '-D', data],
+                _server_user(),
+                root,
+            )
+        except PostgresUnavailable as exc:
+            print(f'tests._postgres: could not stop the server in {root}: {exc}', file=sys.stderr)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+# --- what the tests call ---------------------------------------------------------------------
+
+
+@functools.cache
+def _resolve() -> str | PostgresUnavailable:
+    """The URL to test against, or why there is none; decided once per process."""
+    given = os.environ.get(ENV_VAR)
+    if given:
+        try:
+            _in_thread(lambda: _execute(make_url(given)))
+        except Exception as exc:
+            return PostgresUnavailable(f'${ENV_VAR} is set, but connecting to it failed: {exc!r}')
+        return given
+    try:
+        server = start_server()
+    except PostgresUnavailable as exc:
+        return exc
+    atexit.register(stop_server, server.root)
+    return server.url
+
+
+def postgres_url() -> str | None:
+    """The URL of a usable PostgreSQL server, starting a throwaway one if need be; None if none."""
+    resolved = _resolve()
+    return None if isinstance(resolved, PostgresUnavailable) else resolved
+
+
+def require_postgres() -> str:
+    """Like ``postgres_url()``, but raise instead of returning None.
+
+    Raises RuntimeError under CI (``$CI`` non-empty), where PostgreSQL tests must not be skipped,
+    and PostgresUnavailable elsewhere, for the caller to turn into a skip.
+    """
+    resolved = _resolve()
+    if not isinstance(resolved, PostgresUnavailable):
+        return resolved
+    if os.environ.get('CI'):
+        raise RuntimeError(f'PostgreSQL is required under CI but no server could be started: {resolved}')
+    raise resolved
+
+
+def _main(argv: list[str]) -> int:
+    """``start DIR``: start a server that outlives us, print its URL. ``stop DIR``: stop, delete."""
+    if len(argv) != 2 or argv[0] not in ('start', 'stop'):
+        print('usage: python -m tests._postgres {start|stop} DIR', file=sys.stderr)
+        return 2
+    command, root = argv[0], Path(argv[1])
+    if command == 'stop':
+        stop_server(root)
+        return 0
+    try:
+        server = start_server(root)
+    except PostgresUnavailable as exc:
+        print(f'tests._postgres: {exc}', file=sys.stderr)
+        return 1
+    port = make_url(server.url).port
+    print(f'PostgreSQL {server.version} from {server.bindir}, on {HOST}:{port}', file=sys.stderr)
+    print(server.url)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(_main(sys.argv[1:]))
