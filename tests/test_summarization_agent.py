@@ -2,78 +2,21 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
-from pydantic_ai.messages import (
-    CompactionPart,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest
+from pydantic_ai.models.function import FunctionModel
 
 from processors import Summarization, SummarizationProcessor, Summary
 from tests.helpers import SYSTEM, pair_violations, system_prompts
-
-MARKER = re.compile(r'\bM\d+(?:-\w+)?\b')
-NEW_MESSAGES = re.compile(r'<new_messages>\n(.*?)\n</new_messages>', re.S)
-PREVIOUS = re.compile(r'<previous_summary>\n(.*?)\n</previous_summary>', re.S)
-
-
-@dataclass
-class ScriptedAssistant:
-    """Each user turn: three parallel tool calls, then an answer. Every message carries a unique marker."""
-
-    requests: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.requests.append(list(messages))
-        last = messages[-1]
-        prompt = next((p.content for p in last.parts if isinstance(p, UserPromptPart)), None)
-        if isinstance(prompt, str):
-            turn = prompt.split()[1]
-            return ModelResponse(parts=[ToolCallPart('lookup', {'q': f'M{turn}-c{i}'}) for i in range(3)])
-        turn = next(p.content for p in last.parts if isinstance(p, ToolReturnPart)).split('-')[0]
-        return ModelResponse(parts=[TextPart(f'Answer {turn}-a done')])
-
-
-@dataclass
-class ScriptedSummarizer:
-    inputs: list[str] = field(default_factory=list[str])
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompt = messages[-1].parts[-1].content
-        assert isinstance(prompt, str)
-        self.inputs.append(prompt)
-        return ModelResponse(parts=[TextPart(f'SUMMARY-{len(self.inputs)} of the conversation so far')])
+from tests.scripted import MARKER, NEW_MESSAGES, PREVIOUS, ScriptedAssistant, ScriptedSummarizer, scripted_agent
 
 
 def build(summarizer: ScriptedSummarizer, assistant: ScriptedAssistant, made: list[Summary]) -> Agent[None, str]:
-    agent = Agent(
-        FunctionModel(assistant),
-        system_prompt=SYSTEM,
-        capabilities=[
-            Summarization(
-                model=FunctionModel(summarizer),
-                trigger=('messages', 30),
-                keep=('messages', 10),
-                on_summary=made.append,
-            )
-        ],
+    summarization = Summarization(
+        model=FunctionModel(summarizer), trigger=('messages', 30), keep=('messages', 10), on_summary=made.append
     )
-
-    @agent.tool_plain
-    def lookup(q: str) -> str:
-        return f'{q.replace("-c", "-r")} found'
-
-    return agent
+    return scripted_agent(assistant, capabilities=[summarization])
 
 
 async def test_sixty_turns_of_three_tool_calls_each_message_summarized_at_most_once() -> None:
@@ -117,14 +60,8 @@ async def test_sixty_turns_of_three_tool_calls_each_message_summarized_at_most_o
 async def test_at_most_one_summarizer_call_per_request_even_if_the_trigger_still_fires() -> None:
     # keep asks for more than the trigger allows: a naive processor would summarize on every request.
     summarizer, assistant = ScriptedSummarizer(), ScriptedAssistant()
-    agent = Agent(
-        FunctionModel(assistant),
-        capabilities=[Summarization(model=FunctionModel(summarizer), trigger=('tokens', 120), keep=('messages', 20))],
-    )
-
-    @agent.tool_plain
-    def lookup(q: str) -> str:
-        return f'{q} found'
+    summarization = Summarization(model=FunctionModel(summarizer), trigger=('tokens', 120), keep=('messages', 20))
+    agent = scripted_agent(assistant, capabilities=[summarization])
 
     history: list[ModelMessage] = []
     for turn in range(7):
@@ -139,11 +76,7 @@ async def test_process_history_mode_extends_the_summary_it_wrote_earlier() -> No
     # window it produced; the summary in it is recognised and extended, not redone.
     summarizer, assistant = ScriptedSummarizer(), ScriptedAssistant()
     processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 20), keep=('messages', 6))
-    agent = Agent(FunctionModel(assistant), system_prompt=SYSTEM, capabilities=[ProcessHistory(processor)])
-
-    @agent.tool_plain
-    def lookup(q: str) -> str:
-        return f'{q} found'
+    agent = scripted_agent(assistant, capabilities=[ProcessHistory(processor)])
 
     history: list[ModelMessage] = []
     for turn in range(20):

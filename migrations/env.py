@@ -1,0 +1,37 @@
+"""alembic environment: runs on the connection the store hands over, or on SESSION_STORE_URL from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from alembic import context
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from session_store.schema import Base
+
+DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
+
+
+def run_migrations(connection: Connection) -> None:
+    # Batch mode lets SQLite, which can't ALTER most things in place, take the same migrations.
+    context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def run_from_url(url: str) -> None:
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(run_migrations)
+    finally:
+        await engine.dispose()
+
+
+connection = context.config.attributes.get('connection')
+if connection is not None:
+    run_migrations(connection)
+else:
+    asyncio.run(run_from_url(os.environ.get('SESSION_STORE_URL') or DEFAULT_URL))

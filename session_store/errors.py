@@ -1,0 +1,40 @@
+"""What can go wrong with a store, each error saying which session and what to do."""
+
+from __future__ import annotations
+
+from pydantic_ai.conversation_store import ConversationConflict
+
+__all__ = ('SchemaMismatch', 'SessionConflict', 'SessionNotFound', 'StoreError')
+
+
+class StoreError(Exception):
+    """Base class of the store's own errors (a conflict is a pydantic-ai `ConversationConflict` instead)."""
+
+
+class SchemaMismatch(StoreError):
+    """The database's schema is not the revision this version of session-store uses."""
+
+
+class SessionNotFound(StoreError, LookupError):
+    """No session with this id is visible under this scope."""
+
+    def __init__(self, session_id: str, scope: str | None) -> None:
+        self.session_id = session_id
+        self.scope = scope
+        under = '' if scope is None else f' under scope {scope!r}'
+        super().__init__(f'No session {session_id!r}{under}.')
+
+
+class SessionConflict(ConversationConflict):
+    """Another writer changed the session since this one read it; nothing of this run was stored.
+
+    Run it again (it will see the other writer's messages), or pass `wait=True` to wait for the
+    other writer instead of failing.
+    """
+
+    def __init__(self, session_id: str, detail: str = 'another run on it was stored first') -> None:
+        super().__init__(session_id)
+        self.args = (
+            f'Session {session_id!r} changed while this run was in progress ({detail}); nothing of this run was '
+            'stored. Run it again, or open the session with wait=True to queue behind the other writer.',
+        )

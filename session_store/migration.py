@@ -1,0 +1,84 @@
+"""The schema revision check on open, and the upgrade that makes or updates the schema.
+
+The schema is made only by the alembic migrations shipped beside this package. A new, empty
+database is migrated on first open; one at an older revision is refused with the command that
+upgrades it; one at a revision this version doesn't know (made by a newer session-store) is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, inspect
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .errors import SchemaMismatch
+
+__all__ = ('MIGRATIONS_DIR', 'check_schema', 'head_revision', 'upgrade')
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / 'migrations'
+
+
+def _config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option('script_location', str(MIGRATIONS_DIR))
+    config.attributes['connection'] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The revision this version of session-store's schema is at."""
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def _known_revisions() -> set[str]:
+    return {script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions()}
+
+
+def _state(connection: Connection) -> tuple[str | None, bool]:
+    """The database's revision, and whether it has any tables at all."""
+    revision = MigrationContext.configure(connection).get_current_revision()
+    return revision, bool(inspect(connection).get_table_names())
+
+
+async def upgrade(engine: AsyncEngine) -> None:
+    """Bring the schema to `head_revision()`."""
+    async with engine.begin() as connection:
+        await connection.run_sync(lambda sync: command.upgrade(_config(sync), 'head'))
+
+
+async def check_schema(engine: AsyncEngine, url: str, *, migrate_empty: bool = True) -> None:
+    """Migrate an empty database; refuse one at any other revision than ours, saying what to do."""
+    async with engine.connect() as connection:
+        revision, has_tables = await connection.run_sync(_state)
+    head = head_revision()
+    if revision == head:
+        return
+    if revision is None and not has_tables:
+        if migrate_empty:
+            await upgrade(engine)
+            return
+        raise SchemaMismatch(
+            f'The database at {url} is empty. Make its schema with `await store.migrate()` or '
+            f'`session-store migrate --db {url}`.'
+        )
+    if revision is None:
+        raise SchemaMismatch(
+            f'The database at {url} has tables but no session-store schema revision; it is not a session-store '
+            'database, or it predates migrations. Point the store at another database.'
+        )
+    if revision in _known_revisions():
+        raise SchemaMismatch(
+            f'The database at {url} is at schema revision {revision}, older than {head}. Upgrade it with '
+            f'`await store.migrate()` or `session-store migrate --db {url}`, then open it again.'
+        )
+    raise SchemaMismatch(
+        f'The database at {url} is at schema revision {revision}, which this version of session-store does not '
+        f'know (it expects {head}): a newer session-store wrote it. Upgrade session-store to open it.'
+    )

@@ -1,0 +1,93 @@
+"""The tables: sessions, their raw messages, and their summaries. One schema for SQLite and PostgreSQL.
+
+The schema is made only by the alembic migrations in `migrations/`; these classes describe it for
+queries. Messages are stored once each, in order, as pydantic-ai's own JSON, with the text they
+carry (for search) and their token count (so it is never recomputed).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ('Base', 'MessageRow', 'SessionRow', 'SummaryRow')
+
+# BIGINT keys on PostgreSQL; SQLite's INTEGER PRIMARY KEY is its rowid, and only that autoincrements.
+Key = BigInteger().with_variant(Integer(), 'sqlite')
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: DateTime(timezone=True),
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+    }
+
+
+class SessionRow(Base):
+    """A conversation: its identity, where its window stands, and its optimistic-concurrency revision."""
+
+    __tablename__ = 'sessions'
+
+    pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(255), unique=True)
+    scope: Mapped[str | None] = mapped_column(String(255), index=True)
+    revision: Mapped[str] = mapped_column(String(64))
+    """A fresh token on every write; a writer holding an older one has lost the race."""
+    message_count: Mapped[int] = mapped_column(Integer, default=0)
+    head_end: Mapped[int] = mapped_column(Integer, default=0)
+    """Messages before this position open every window verbatim."""
+    window_start: Mapped[int] = mapped_column(Integer, default=0)
+    """The position the window's tail starts at; what lies between is summarized or dropped."""
+    usage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    deferred_tool_requests: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    forked_from: Mapped[str | None] = mapped_column(String(255))
+    forked_at: Mapped[str | None] = mapped_column(String(64))
+    branches: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    metadata_: Mapped[dict[str, Any]] = mapped_column('metadata', JSON, default=dict)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class MessageRow(Base):
+    """One archived message, at its position in its session."""
+
+    __tablename__ = 'messages'
+    __table_args__ = (UniqueConstraint('session_pk', 'position', name='uq_messages_session_position'),)
+
+    pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
+    session_pk: Mapped[int] = mapped_column(Key, ForeignKey('sessions.pk', ondelete='CASCADE'))
+    position: Mapped[int] = mapped_column(Integer)
+    entry_id: Mapped[str] = mapped_column(String(64), unique=True)
+    """The message's id as a pydantic-ai `ConversationEntry`."""
+    run_id: Mapped[str | None] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[str] = mapped_column(Text)
+    """The message as `ModelMessagesTypeAdapter` JSON, byte for byte."""
+    text: Mapped[str] = mapped_column(Text)
+    """The text the message carries, for search."""
+    tokens: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+
+
+class SummaryRow(Base):
+    """A summary: the one it extends, and exactly which archived messages it newly covers."""
+
+    __tablename__ = 'summaries'
+    __table_args__ = (Index('ix_summaries_session_latest', 'session_pk', 'pk'),)
+
+    pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
+    session_pk: Mapped[int] = mapped_column(Key, ForeignKey('sessions.pk', ondelete='CASCADE'))
+    previous_pk: Mapped[int | None] = mapped_column(Key, ForeignKey('summaries.pk', ondelete='SET NULL'))
+    covers_from: Mapped[int] = mapped_column(Integer)
+    """The first position this summary folds in (the previous summary covers everything before)."""
+    covers_to: Mapped[int] = mapped_column(Integer)
+    """One past the last position it folds in: the window's tail starts here."""
+    text: Mapped[str] = mapped_column(Text)
+    tokens: Mapped[int] = mapped_column(Integer)
+    model_name: Mapped[str | None] = mapped_column(String(255))
+    usage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime]

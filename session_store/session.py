@@ -1,0 +1,185 @@
+"""`Session`: runs an agent through a stored conversation, storing each run whole or not at all."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.result import StreamedRunResult
+from pydantic_ai.run import AgentRun, AgentRunResult
+from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.usage import RunUsage
+
+from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability
+from processors._window import count
+
+from .errors import StoreError
+from .models import StoredSummary
+from .store import LoadedWindow, RunRecord, WindowProcessor
+
+if TYPE_CHECKING:
+    from .store import SessionStore
+
+__all__ = ('Session',)
+
+_DEFERRED = pydantic.TypeAdapter(DeferredToolRequests)
+_RESERVED = ('message_history', 'conversation')
+
+
+@dataclass
+class _Run:
+    """One run in progress: the window it started from and the summaries its processor made."""
+
+    loaded: LoadedWindow
+    capability: SlidingWindow | Summarization
+    summaries: list[Summary] = field(default_factory=list[Summary])
+
+
+class Session:
+    """A stored conversation an agent runs through.
+
+    Each run starts from the stored window (pinned head, latest summary, kept tail), compresses
+    what the model sees with the session's processor, and stores the run's new messages, their
+    token counts and any summary made in one transaction. A run that raises stores nothing. Get one
+    from `SessionStore.session()`.
+    """
+
+    def __init__(self, store: SessionStore, session_id: str, *, scope: str | None, processor: WindowProcessor) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.scope = scope
+        self.processor = processor
+
+    def __repr__(self) -> str:
+        return f'Session({self.session_id!r}, scope={self.scope!r})'
+
+    async def run(self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any) -> AgentRunResult[Any]:
+        """`agent.run(user_prompt, **kwargs)` through this session; takes what `Agent.run` takes but the history."""
+        run = await self._start(kwargs)
+        result = await agent.run(user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs))
+        await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
+        return result
+
+    @asynccontextmanager
+    async def run_stream(
+        self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[StreamedRunResult[Any, Any]]:
+        """`agent.run_stream(...)` through this session; the run is stored once the stream completes."""
+        run = await self._start(kwargs)
+        async with agent.run_stream(
+            user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs)
+        ) as stream:
+            yield stream
+            if not stream.is_complete:
+                # An abandoned stream has no whole run to store; storing half of one would break the archive.
+                return
+            await self._store(
+                run, stream.all_messages(), stream.new_messages(), stream.usage, await stream.get_output()
+            )
+
+    @asynccontextmanager
+    async def iter(
+        self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[AgentRun[Any, Any]]:
+        """`agent.iter(...)` through this session; the run is stored if it reaches its end."""
+        run = await self._start(kwargs)
+        async with agent.iter(
+            user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs)
+        ) as agent_run:
+            yield agent_run
+            result = agent_run.result
+            if result is not None:
+                await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
+
+    async def context(self) -> list[ModelMessage]:
+        """The stored window the next run starts from (before the new prompt): head, bridge and tail."""
+        return (await self.store.load_window(self.session_id, self.scope, self.processor)).messages
+
+    async def history(self, *, offset: int = 0, limit: int | None = 100) -> list[ModelMessage]:
+        """The raw archive; see `SessionStore.history`."""
+        return await self.store.history(self.session_id, scope=self.scope, offset=offset, limit=limit)
+
+    async def summaries(self) -> list[StoredSummary]:
+        """The summary chain; see `SessionStore.summaries`."""
+        return await self.store.summaries(self.session_id, scope=self.scope)
+
+    async def _start(self, kwargs: dict[str, Any]) -> _Run:
+        for name in _RESERVED:
+            if name in kwargs:
+                raise TypeError(f'Session runs take their history from the store; do not pass {name}=.')
+        loaded = await self.store.load_window(self.session_id, self.scope, self.processor)
+        made: list[Summary] = []
+        processor = self.processor
+        if isinstance(processor, SummarizationProcessor):
+            on_summary = processor.on_summary
+
+            async def collect(summary: Summary) -> None:
+                made.append(summary)
+                if on_summary is not None:
+                    result = on_summary(summary)
+                    if result is not None:
+                        await result
+
+            processor = replace(processor, on_summary=collect)
+        return _Run(loaded=loaded, capability=as_capability(processor), summaries=made)
+
+    @staticmethod
+    def _with_window(run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
+        # The window capability goes last, so it shapes the request after the caller's own capabilities.
+        return {**kwargs, 'capabilities': [*kwargs.get('capabilities', ()), run.capability]}
+
+    async def _store(
+        self,
+        run: _Run,
+        all_messages: Sequence[ModelMessage],
+        new_messages: Sequence[ModelMessage],
+        usage: RunUsage,
+        output: object,
+    ) -> None:
+        loaded = run.loaded
+        known = len(loaded.messages)
+        if len(all_messages) != known + len(new_messages):
+            raise StoreError(
+                f'Session {self.session_id!r}: the run returned {len(all_messages)} messages for a history of {known} '
+                f'plus {len(new_messages)} new ones; a capability rewrote the run history, so nothing was stored.'
+            )
+
+        def position(index: int) -> int:
+            return loaded.positions[index] if index < known else loaded.message_count + index - known
+
+        head_end, window_start = loaded.head_end, loaded.window_start
+        state = run.capability.compaction_state(all_messages)
+        if state is not None:
+            window_start = position(state.tail_start)
+            head_end = position(state.head_end - 1) + 1 if state.head_end else 0
+        index_of = {id(message): index for index, message in enumerate(all_messages)}
+        summaries = []
+        for summary in run.summaries:
+            covered = [position(index_of[id(m)]) for m in summary.covered if id(m) in index_of]
+            if covered:
+                summaries.append(
+                    (min(covered), max(covered) + 1, summary.text, summary.tokens, summary.model_name, summary.usage)
+                )
+        counter = self.processor.token_counter
+        total = replace(loaded.usage)
+        total.incr(usage)
+        await self.store.store_run(
+            self.session_id,
+            loaded,
+            RunRecord(
+                messages=new_messages,
+                tokens=[await count(counter, [message]) for message in new_messages],
+                head_end=head_end,
+                window_start=window_start,
+                summaries=summaries,
+                usage=total,
+                deferred_tool_requests=_DEFERRED.dump_python(output, mode='json')
+                if isinstance(output, DeferredToolRequests)
+                else None,
+            ),
+        )

@@ -1,0 +1,584 @@
+"""`SessionStore`: sessions, their complete archive and their summary chains, in one SQL database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Self
+
+import pydantic
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
+from pydantic_ai.usage import RunUsage
+from sqlalchemy import delete, event, func, insert, or_, select, update
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from processors import SlidingWindowProcessor, SummarizationProcessor, message_text, summary_request
+
+from . import migration
+from ._codec import dump_message, dump_messages, load_message, load_messages
+from .errors import SessionConflict, SessionNotFound, StoreError
+from .models import SearchHit, SessionInfo, StoredSummary
+from .schema import MessageRow, SessionRow, SummaryRow
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
+
+DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
+WindowProcessor = SlidingWindowProcessor | SummarizationProcessor
+"""How a session compresses what the model sees; the store keeps every message either way."""
+
+_ASYNC_DRIVERS = {'sqlite': 'sqlite+aiosqlite', 'postgresql': 'postgresql+asyncpg', 'postgres': 'postgresql+asyncpg'}
+_SUPPORTED = ('sqlite+aiosqlite', 'postgresql+asyncpg')
+_USAGE = pydantic.TypeAdapter(RunUsage)
+_EXPORT_FORMAT = 'session-store/1'
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def dump_usage(usage: RunUsage) -> dict[str, Any]:
+    return _USAGE.dump_python(usage, mode='json')  # type: ignore[no-any-return]
+
+
+def load_usage(data: dict[str, Any] | None) -> RunUsage:
+    return _USAGE.validate_python(data or {})
+
+
+def utc(moment: datetime) -> datetime:
+    """SQLite hands datetimes back naive; they were stored as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def check_id(value: object, name: str = 'session_id') -> str:
+    """A session id (or scope): 1 to 255 printable characters."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 255 or not value.isprintable():
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f'{value[:60]!r}...'
+        raise ValueError(f'{name} must be 1 to 255 printable characters; got {shown}.')
+    return value
+
+
+def _url(url: str | URL) -> URL:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise ValueError(f'Not a database URL: {url!r} ({error}). Use e.g. {DEFAULT_URL!r}.') from None
+    if parsed.drivername in _ASYNC_DRIVERS:
+        parsed = parsed.set(drivername=_ASYNC_DRIVERS[parsed.drivername])
+    if parsed.drivername not in _SUPPORTED:
+        raise ValueError(
+            f'Unsupported database URL {parsed.render_as_string(hide_password=True)!r}: '
+            'session-store runs on sqlite+aiosqlite:// or postgresql+asyncpg://.'
+        )
+    return parsed
+
+
+def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets readers and one writer work at once; the busy timeout makes a second writer wait for
+    # the lock instead of failing with "database is locked"; foreign keys make deletes cascade.
+    cursor = dbapi_connection.cursor()
+    cursor.execute('PRAGMA journal_mode=WAL')
+    cursor.execute('PRAGMA busy_timeout=30000')
+    cursor.execute('PRAGMA foreign_keys=ON')
+    cursor.execute('PRAGMA synchronous=NORMAL')
+    cursor.close()
+
+
+@dataclass
+class LoadedWindow:
+    """What a run starts from: the stored window and the revision it was read at."""
+
+    session_pk: int
+    revision: str
+    message_count: int
+    head_end: int
+    window_start: int
+    summary_pk: int | None
+    messages: list[ModelMessage]
+    """The head, then the tail, whose first request carries the bridge (summary or system prompt)."""
+    positions: list[int]
+    """Each message's archive position."""
+    usage: RunUsage
+
+
+@dataclass
+class RunRecord:
+    """What one run adds to a session, written in one transaction."""
+
+    messages: Sequence[ModelMessage]
+    tokens: Sequence[int]
+    head_end: int
+    window_start: int
+    summaries: Sequence[tuple[int, int, str, int, str | None, RunUsage]]
+    """(covers_from, covers_to, text, tokens, model_name, usage) for each summary made, oldest first."""
+    usage: RunUsage
+    deferred_tool_requests: dict[str, Any] | None
+
+
+def bridge_parts(first: ModelMessage | None, processor: WindowProcessor) -> list[SystemPromptPart]:
+    """The system prompt parts a rebuilt window re-injects, as the processor's own bridge does."""
+    if first is None or not isinstance(first, ModelRequest) or not processor.keep_system_prompt:
+        return []
+    if processor.keep_head is not None:
+        return []
+    parts: list[SystemPromptPart] = []
+    for part in first.parts:
+        if not isinstance(part, SystemPromptPart):
+            break
+        parts.append(part)
+    return parts
+
+
+class SessionStore:
+    """Sessions with a complete archive and stored summaries, in SQLite or PostgreSQL.
+
+    Args:
+        url: An async SQLAlchemy URL: `sqlite+aiosqlite:///path.db` (the default is
+            `./sessions.db`) or `postgresql+asyncpg://user:pass@host/db`. Plain `sqlite://` and
+            `postgresql://` URLs get the async driver.
+        processor: How sessions compress what the model sees, unless a session says otherwise:
+            a `SlidingWindowProcessor` (the default) or a `SummarizationProcessor`.
+        migrate: Make the schema in a new, empty database on first use. A database at another
+            schema revision is never changed implicitly: `migrate()` upgrades it.
+    """
+
+    def __init__(
+        self,
+        url: str | URL = DEFAULT_URL,
+        *,
+        processor: WindowProcessor | None = None,
+        migrate: bool = True,
+    ) -> None:
+        self.url = _url(url)
+        self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
+        self._migrate_empty = migrate
+        options: dict[str, Any] = {}
+        if self.url.drivername.startswith('sqlite'):
+            options['connect_args'] = {'timeout': 30}
+        self.engine: AsyncEngine = create_async_engine(self.url, **options)
+        if self.url.drivername.startswith('sqlite'):
+            event.listen(self.engine.sync_engine, 'connect', _tune_sqlite)
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._checked = False
+        self._check_lock = asyncio.Lock()
+
+    @property
+    def display_url(self) -> str:
+        """The URL without its password, for messages."""
+        return self.url.render_as_string(hide_password=True)
+
+    async def __aenter__(self) -> Self:
+        await self._ready()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Release the database connections."""
+        await self.engine.dispose()
+
+    async def migrate(self) -> None:
+        """Upgrade the database's schema to this version of session-store's."""
+        await migration.upgrade(self.engine)
+        self._checked = False
+        await self._ready()
+
+    async def _ready(self) -> None:
+        if self._checked:
+            return
+        async with self._check_lock:
+            if not self._checked:
+                await migration.check_schema(self.engine, self.display_url, migrate_empty=self._migrate_empty)
+                self._checked = True
+
+    def db(self) -> AsyncSession:
+        return self._sessions()
+
+    # Sessions
+
+    async def session(
+        self, session_id: str, *, scope: str | None = None, processor: WindowProcessor | None = None
+    ) -> Session:
+        """Open a session, creating it if new. Under `scope`, a session saved with another scope can't be opened."""
+        check_id(session_id)
+        if scope is not None:
+            check_id(scope, 'scope')
+        await self._ready()
+        async with self.db() as db, db.begin():
+            row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
+            if row is None:
+                try:
+                    async with db.begin_nested():
+                        moment = now()
+                        db.add(
+                            SessionRow(
+                                session_id=session_id,
+                                scope=scope,
+                                revision=new_token(),
+                                message_count=0,
+                                head_end=0,
+                                window_start=0,
+                                usage={},
+                                branches=[],
+                                metadata_={},
+                                created_at=moment,
+                                updated_at=moment,
+                            )
+                        )
+                except IntegrityError:
+                    row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
+            if row is not None and scope is not None and row.scope != scope:
+                raise SessionConflict(session_id, 'it is stored under another scope') from None
+        from .session import Session
+
+        return Session(self, session_id, scope=scope, processor=processor or self.processor)
+
+    async def _row(self, db: AsyncSession, session_id: str, scope: str | None) -> SessionRow:
+        check_id(session_id)
+        await self._ready()
+        row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
+        if row is None or (scope is not None and row.scope != scope):
+            raise SessionNotFound(session_id, scope)
+        return row
+
+    async def sessions(self, *, scope: str | None = None, limit: int | None = None) -> list[SessionInfo]:
+        """The stored sessions, most recently updated first; under `scope`, only those saved with it."""
+        await self._ready()
+        summaries = select(func.count(SummaryRow.pk)).where(SummaryRow.session_pk == SessionRow.pk).scalar_subquery()
+        query = select(SessionRow, summaries).order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc())
+        if scope is not None:
+            query = query.where(SessionRow.scope == scope)
+        if limit is not None:
+            query = query.limit(limit)
+        async with self.db() as db:
+            rows = (await db.execute(query)).all()
+        return [
+            SessionInfo(
+                session_id=row.session_id,
+                scope=row.scope,
+                message_count=row.message_count,
+                summary_count=count,
+                usage=load_usage(row.usage),
+                created_at=utc(row.created_at),
+                updated_at=utc(row.updated_at),
+                metadata=row.metadata_,
+            )
+            for row, count in rows
+        ]
+
+    async def history(
+        self, session_id: str, *, scope: str | None = None, offset: int = 0, limit: int | None = 100
+    ) -> list[ModelMessage]:
+        """The raw archive, in order: `limit` messages from position `offset` (`limit=None` for all)."""
+        if offset < 0 or (limit is not None and limit < 0):
+            raise ValueError(f'offset and limit must be >= 0; got offset={offset}, limit={limit}.')
+        async with self.db() as db:
+            row = await self._row(db, session_id, scope)
+            query = (
+                select(MessageRow.position, MessageRow.payload)
+                .where(MessageRow.session_pk == row.pk, MessageRow.position >= offset)
+                .order_by(MessageRow.position)
+            )
+            if limit is not None:
+                query = query.limit(limit)
+            rows = (await db.execute(query)).all()
+        return [decode(session_id, position, payload) for position, payload in rows]
+
+    async def summaries(self, session_id: str, *, scope: str | None = None) -> list[StoredSummary]:
+        """The session's summary chain, oldest first."""
+        async with self.db() as db:
+            row = await self._row(db, session_id, scope)
+            rows = (
+                await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk))
+            ).all()
+        return [
+            StoredSummary(
+                index=index,
+                covers_from=summary.covers_from,
+                covers_to=summary.covers_to,
+                text=summary.text,
+                tokens=summary.tokens,
+                model_name=summary.model_name,
+                usage=load_usage(summary.usage),
+                created_at=utc(summary.created_at),
+            )
+            for index, summary in enumerate(rows)
+        ]
+
+    async def search(
+        self, text: str, *, scope: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[SearchHit]:
+        """Archived messages whose text contains `text` (case-insensitive), newest first."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError('search text must be a non-empty string.')
+        await self._ready()
+        escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+        query = (
+            select(SessionRow.session_id, SessionRow.scope, MessageRow.position, MessageRow.payload, MessageRow.text)
+            .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
+            .where(MessageRow.text.ilike(f'%{escaped}%', escape='\\'))
+            .order_by(MessageRow.pk.desc())
+            .limit(limit)
+        )
+        if scope is not None:
+            query = query.where(SessionRow.scope == scope)
+        if session_id is not None:
+            query = query.where(SessionRow.session_id == check_id(session_id))
+        async with self.db() as db:
+            rows = (await db.execute(query)).all()
+        return [
+            SearchHit(session_id=sid, scope=sc, position=pos, message=decode(sid, pos, payload), text=found)
+            for sid, sc, pos, payload, found in rows
+        ]
+
+    async def delete(self, session_id: str, *, scope: str | None = None) -> None:
+        """Delete a session with its archive and summaries. Under `scope`, only one saved with it."""
+        async with self.db() as db, db.begin():
+            row = await self._row(db, session_id, scope)
+            await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == row.pk))
+            await db.execute(delete(MessageRow).where(MessageRow.session_pk == row.pk))
+            await db.execute(delete(SessionRow).where(SessionRow.pk == row.pk))
+
+    # Export and import
+
+    async def export(self, session_id: str, *, scope: str | None = None) -> str:
+        """The session as one JSON document: its messages (pydantic-ai's JSON), token counts and summaries."""
+        async with self.db() as db:
+            row = await self._row(db, session_id, scope)
+            rows = (
+                await db.execute(
+                    select(MessageRow.position, MessageRow.payload, MessageRow.tokens)
+                    .where(MessageRow.session_pk == row.pk)
+                    .order_by(MessageRow.position)
+                )
+            ).all()
+            summaries = (
+                await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk))
+            ).all()
+        messages = [decode(session_id, position, payload) for position, payload, _ in rows]
+        document = {
+            'format': _EXPORT_FORMAT,
+            'session_id': row.session_id,
+            'scope': row.scope,
+            'head_end': row.head_end,
+            'window_start': row.window_start,
+            'usage': row.usage,
+            'metadata': row.metadata_,
+            'messages': json.loads(dump_messages(messages)),
+            'tokens': [tokens for _, _, tokens in rows],
+            'summaries': [
+                {
+                    'covers_from': s.covers_from,
+                    'covers_to': s.covers_to,
+                    'text': s.text,
+                    'tokens': s.tokens,
+                    'model_name': s.model_name,
+                    'usage': s.usage,
+                    'created_at': utc(s.created_at).isoformat(),
+                }
+                for s in summaries
+            ],
+        }
+        return json.dumps(document)
+
+    async def import_(self, data: str | bytes, *, session_id: str | None = None, scope: str | None = None) -> str:
+        """Store an exported session, under its own id or `session_id`; returns the id. The id must be free."""
+        try:
+            document = json.loads(data)
+            if document.get('format') != _EXPORT_FORMAT:
+                raise ValueError(f'not a {_EXPORT_FORMAT} export (format={document.get("format")!r})')
+            messages = load_messages(json.dumps(document['messages']))
+            tokens = [int(t) for t in document['tokens']]
+            if len(tokens) != len(messages):
+                raise ValueError('tokens and messages differ in length')
+        except (ValueError, KeyError, TypeError, pydantic.ValidationError) as error:
+            raise ValueError(f'Cannot import: {error}') from None
+        target = check_id(session_id if session_id is not None else document['session_id'])
+        target_scope = scope if scope is not None else document.get('scope')
+        await self._ready()
+        moment = now()
+        async with self.db() as db, db.begin():
+            session_row = SessionRow(
+                session_id=target,
+                scope=target_scope,
+                revision=new_token(),
+                message_count=len(messages),
+                head_end=int(document.get('head_end', 0)),
+                window_start=int(document.get('window_start', 0)),
+                usage=document.get('usage') or {},
+                branches=[],
+                metadata_=document.get('metadata') or {},
+                created_at=moment,
+                updated_at=moment,
+            )
+            db.add(session_row)
+            try:
+                await db.flush()
+            except IntegrityError:
+                raise SessionConflict(target, 'a session with this id already exists') from None
+            await self._insert_messages(db, session_row.pk, 0, messages, tokens)
+            previous: int | None = None
+            for s in document['summaries']:
+                previous = await self._insert_summary(
+                    db,
+                    session_row.pk,
+                    previous,
+                    (s['covers_from'], s['covers_to'], s['text'], s['tokens'], s['model_name'], load_usage(s['usage'])),
+                    datetime.fromisoformat(s['created_at']),
+                )
+        return target
+
+    # The run cycle: load the window, then store the run
+
+    async def load_window(self, session_id: str, scope: str | None, processor: WindowProcessor) -> LoadedWindow:
+        """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read."""
+        async with self.db() as db:
+            row = await self._row(db, session_id, scope)
+            summary = await db.scalar(
+                select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk.desc()).limit(1)
+            )
+            rows = (
+                await db.execute(
+                    select(MessageRow.position, MessageRow.payload)
+                    .where(
+                        MessageRow.session_pk == row.pk,
+                        or_(
+                            MessageRow.position == 0,
+                            MessageRow.position < row.head_end,
+                            MessageRow.position >= row.window_start,
+                        ),
+                    )
+                    .order_by(MessageRow.position)
+                )
+            ).all()
+        loaded = [(position, decode(session_id, position, payload)) for position, payload in rows]
+        head = [(p, m) for p, m in loaded if p < row.head_end]
+        tail = [(p, m) for p, m in loaded if p >= row.window_start and p >= row.head_end]
+        first = loaded[0][1] if loaded and loaded[0][0] == 0 else None
+        parts: list[ModelRequestPart] = []
+        if summary is not None:
+            parts = list(summary_request(bridge_parts(first, processor), summary.text).parts)
+        elif row.window_start > row.head_end:  # the system prompt's own message was cut
+            parts = list(bridge_parts(first, processor))
+        if parts and tail:
+            # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request
+            # (a cut always starts the tail with one); the run's history then lines up with the archive.
+            position, opening = tail[0]
+            assert isinstance(opening, ModelRequest)
+            tail[0] = (position, replace(opening, parts=[*parts, *opening.parts]))
+        window = [*head, *tail]
+        return LoadedWindow(
+            session_pk=row.pk,
+            revision=row.revision,
+            message_count=row.message_count,
+            head_end=row.head_end,
+            window_start=row.window_start,
+            summary_pk=None if summary is None else summary.pk,
+            messages=[m for _, m in window],
+            positions=[p for p, _ in window],
+            usage=load_usage(row.usage),
+        )
+
+    async def store_run(self, session_id: str, loaded: LoadedWindow, record: RunRecord) -> None:
+        """Append a run's messages and summaries, and move the window, in one transaction.
+
+        Raises:
+            SessionConflict: Another run was stored since `loaded` was read; nothing was written.
+        """
+        async with self.db() as db, db.begin():
+            moved = await db.execute(
+                update(SessionRow)
+                .where(SessionRow.pk == loaded.session_pk, SessionRow.revision == loaded.revision)
+                .values(
+                    revision=new_token(),
+                    message_count=loaded.message_count + len(record.messages),
+                    head_end=record.head_end,
+                    window_start=record.window_start,
+                    usage=dump_usage(record.usage),
+                    deferred_tool_requests=record.deferred_tool_requests,
+                    updated_at=now(),
+                )
+            )
+            if moved.rowcount != 1:  # type: ignore[attr-defined]
+                raise SessionConflict(session_id)
+            await self._insert_messages(db, loaded.session_pk, loaded.message_count, record.messages, record.tokens)
+            previous = loaded.summary_pk
+            for summary in record.summaries:
+                previous = await self._insert_summary(db, loaded.session_pk, previous, summary, now())
+
+    async def _insert_messages(
+        self,
+        db: AsyncSession,
+        session_pk: int,
+        start: int,
+        messages: Sequence[ModelMessage],
+        tokens: Sequence[int],
+    ) -> None:
+        if not messages:
+            return
+        moment = now()
+        await db.execute(
+            insert(MessageRow),
+            [
+                {
+                    'session_pk': session_pk,
+                    'position': start + offset,
+                    'entry_id': new_token(),
+                    'run_id': getattr(message, 'run_id', None),
+                    'kind': message.kind,
+                    'payload': dump_message(message),
+                    'text': message_text(message),
+                    'tokens': count,
+                    'created_at': moment,
+                }
+                for offset, (message, count) in enumerate(zip(messages, tokens, strict=True))
+            ],
+        )
+
+    async def _insert_summary(
+        self,
+        db: AsyncSession,
+        session_pk: int,
+        previous: int | None,
+        summary: tuple[int, int, str, int, str | None, RunUsage],
+        created_at: datetime,
+    ) -> int:
+        covers_from, covers_to, text, tokens, model_name, usage = summary
+        row = SummaryRow(
+            session_pk=session_pk,
+            previous_pk=previous,
+            covers_from=covers_from,
+            covers_to=covers_to,
+            text=text,
+            tokens=tokens,
+            model_name=model_name,
+            usage=dump_usage(usage),
+            created_at=created_at,
+        )
+        db.add(row)
+        await db.flush()
+        return row.pk
+
+
+def decode(session_id: str, position: int, payload: str) -> ModelMessage:
+    """A stored message, or an error naming the session and position if its row is corrupt."""
+    try:
+        return load_message(payload)
+    except (pydantic.ValidationError, ValueError) as error:
+        raise StoreError(
+            f'Session {session_id!r}: the message at position {position} is corrupt and cannot be read '
+            f'({str(error).splitlines()[0]}). Other messages and sessions are unaffected.'
+        ) from None

@@ -1,0 +1,55 @@
+"""Fixtures: a fresh database on each backend, a real SQLite file and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from session_store import SessionStore
+from tests._postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
+
+
+@pytest.fixture(params=['sqlite', 'postgresql'])
+def new_database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> object:
+    """Makes URLs of new, empty databases on one backend: SQLite files, or databases on a real PostgreSQL server.
+
+    Without a server, PostgreSQL cases are skipped locally; under CI they fail.
+    """
+    made: list[str] = []
+    if request.param == 'sqlite':
+        yield lambda: f'sqlite+aiosqlite:///{tmp_path_factory.mktemp("db") / "sessions.db"}'
+        return
+    try:
+        server = require_postgres()
+    except PostgresUnavailable as error:
+        pytest.skip(str(error))
+
+    def create() -> str:
+        made.append(fresh_database(server))
+        return made[-1]
+
+    yield create
+    for url in made:
+        drop_database(url)
+
+
+@pytest.fixture
+def db_url(new_database: Callable[[], str]) -> str:
+    """A URL to a new, empty database on the backend under test."""
+    return new_database()
+
+
+@pytest.fixture
+async def store_factory(db_url: str) -> AsyncIterator[Callable[..., SessionStore]]:
+    """Opens stores on the test's database, closing them all at the end."""
+    opened: list[SessionStore] = []
+
+    def open_store(**kwargs: object) -> SessionStore:
+        store = SessionStore(db_url, **kwargs)  # type: ignore[arg-type]
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        await store.close()
