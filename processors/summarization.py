@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.direct import model_request
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, TextPart, UserPromptPart
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
@@ -117,7 +117,6 @@ class SummarizationProcessor(WindowedProcessor):
     usage: RunUsage = field(default_factory=RunUsage, init=False)
     """What every summarizer call so far has cost."""
     _windowing: Windowing = field(init=False, repr=False)
-    _agent: Agent[None, str] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if '{messages}' not in self.summary_prompt:
@@ -130,26 +129,23 @@ class SummarizationProcessor(WindowedProcessor):
             raise ValueError(f'summarizer_timeout={self.summarizer_timeout!r}: it must be > 0 seconds, or None.')
         self._windowing = build_windowing(self)
 
-    @property
-    def summarizer(self) -> Agent[None, str]:
-        """The agent that writes summaries, made on first use so a model name resolves only when needed."""
-        if self._agent is None:
-            self._agent = Agent(self.model, instructions=SUMMARIZER_INSTRUCTIONS, output_type=str)
-        return self._agent
-
     async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
         cut = self._trimmed_cut(lineage, cut)
         evicted = lineage.messages[lineage.cut : cut]
         previous = lineage.summary
         prompt = self.summary_prompt.replace('{messages}', summarizer_input(previous, evicted))
         try:
-            result = await asyncio.wait_for(self.summarizer.run(prompt), self.summarizer_timeout)
+            # One plain model request: no agent loop, so no retries that would read the messages again.
+            request = ModelRequest(parts=[SystemPromptPart(SUMMARIZER_INSTRUCTIONS), UserPromptPart(prompt)])
+            response = await asyncio.wait_for(model_request(self.model, [request]), self.summarizer_timeout)
         except TimeoutError:
             return await self._fail('timeout', f'no summary within {self.summarizer_timeout}s', len(evicted))
         except Exception as error:
             return await self._fail('error', f'{type(error).__name__}: {error}', len(evicted), error)
-        self.usage.incr(result.usage)
-        text = result.output.strip()
+        usage = RunUsage(requests=1)
+        usage.incr(response.usage)
+        self.usage.incr(usage)
+        text = ''.join(part.content for part in response.parts if isinstance(part, TextPart)).strip()
         if not text:
             return await self._fail('empty', 'the summarizer returned no text', len(evicted))
         system_parts = [] if lineage.system_bridge is None else list(lineage.system_bridge.parts)
@@ -161,7 +157,6 @@ class SummarizationProcessor(WindowedProcessor):
         ):
             return await self._fail('oversized', f'the summary is {tokens} tokens', len(evicted))
         lineage.summary = text
-        response = result.response
         await _notify(
             self.on_summary,
             Summary(
@@ -169,8 +164,8 @@ class SummarizationProcessor(WindowedProcessor):
                 previous_text=previous,
                 covered=tuple(evicted),
                 tokens=tokens,
-                model_name=response.model_name if isinstance(response, ModelResponse) else None,
-                usage=result.usage,
+                model_name=response.model_name,
+                usage=usage,
             ),
         )
         return Compaction(bridge=bridge, bridge_tokens=tokens, cut=cut)

@@ -1,6 +1,7 @@
 """Persistent pydantic-ai sessions: a complete SQL archive of every message, stored incremental summaries,
 and windows rebuilt from them without reading the archive."""
 
+from .conversations import SQLConversationStore
 from .errors import SchemaMismatch, SessionConflict, SessionNotFound, StoreError
 from .models import SearchHit, SessionInfo, StoredSummary
 from .session import Session
@@ -8,6 +9,7 @@ from .store import DEFAULT_URL, SessionStore, WindowProcessor
 
 __all__ = (
     'DEFAULT_URL',
+    'SQLConversationStore',
     'SchemaMismatch',
     'SearchHit',
     'Session',

@@ -32,9 +32,16 @@ class SessionConflict(ConversationConflict):
     other writer instead of failing.
     """
 
-    def __init__(self, session_id: str, detail: str = 'another run on it was stored first') -> None:
+    def __init__(
+        self,
+        session_id: str,
+        detail: str = 'another run on it was stored first',
+        *,
+        advice: str = 'Run it again, or open the session with wait=True to queue behind the other writer.',
+    ) -> None:
         super().__init__(session_id)
+        self.session_id = session_id
         self.args = (
             f'Session {session_id!r} changed while this run was in progress ({detail}); nothing of this run was '
-            'stored. Run it again, or open the session with wait=True to queue behind the other writer.',
+            f'stored. {advice}',
         )

@@ -50,6 +50,10 @@ class SessionRow(Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column('metadata', JSON, default=dict)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime] = mapped_column(index=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    """The run holding the session while writers that asked to wait queue behind it."""
+    lease_expires: Mapped[datetime | None]
+    """When that lease lapses unless renewed; a crashed holder's lease lapses on its own."""
 
 
 class MessageRow(Base):

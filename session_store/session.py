@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -20,7 +22,7 @@ from processors._window import count
 
 from .errors import StoreError
 from .models import StoredSummary
-from .store import LoadedWindow, RunRecord, WindowProcessor
+from .store import LEASE_TTL, LoadedWindow, RunRecord, WindowProcessor, new_token
 
 if TYPE_CHECKING:
     from .store import SessionStore
@@ -49,20 +51,33 @@ class Session:
     from `SessionStore.session()`.
     """
 
-    def __init__(self, store: SessionStore, session_id: str, *, scope: str | None, processor: WindowProcessor) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        *,
+        scope: str | None,
+        processor: WindowProcessor,
+        wait: bool = False,
+        timeout: float | None = 60.0,
+    ) -> None:
         self.store = store
         self.session_id = session_id
         self.scope = scope
         self.processor = processor
+        self.wait = wait
+        """Whether a run waits for one in progress instead of failing with `SessionConflict`."""
+        self.timeout = timeout
+        """How long a waiting run waits, in seconds."""
 
     def __repr__(self) -> str:
         return f'Session({self.session_id!r}, scope={self.scope!r})'
 
     async def run(self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any) -> AgentRunResult[Any]:
         """`agent.run(user_prompt, **kwargs)` through this session; takes what `Agent.run` takes but the history."""
-        run = await self._start(kwargs)
-        result = await agent.run(user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs))
-        await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
+        async with self._turn(kwargs) as run:
+            result = await agent.run(user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs))
+            await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
         return result
 
     @asynccontextmanager
@@ -70,10 +85,12 @@ class Session:
         self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any
     ) -> AsyncIterator[StreamedRunResult[Any, Any]]:
         """`agent.run_stream(...)` through this session; the run is stored once the stream completes."""
-        run = await self._start(kwargs)
-        async with agent.run_stream(
-            user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs)
-        ) as stream:
+        async with (
+            self._turn(kwargs) as run,
+            agent.run_stream(
+                user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs)
+            ) as stream,
+        ):
             yield stream
             if not stream.is_complete:
                 # An abandoned stream has no whole run to store; storing half of one would break the archive.
@@ -87,10 +104,10 @@ class Session:
         self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any
     ) -> AsyncIterator[AgentRun[Any, Any]]:
         """`agent.iter(...)` through this session; the run is stored if it reaches its end."""
-        run = await self._start(kwargs)
-        async with agent.iter(
-            user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs)
-        ) as agent_run:
+        async with (
+            self._turn(kwargs) as run,
+            agent.iter(user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs)) as agent_run,
+        ):
             yield agent_run
             result = agent_run.result
             if result is not None:
@@ -108,10 +125,32 @@ class Session:
         """The summary chain; see `SessionStore.summaries`."""
         return await self.store.summaries(self.session_id, scope=self.scope)
 
-    async def _start(self, kwargs: dict[str, Any]) -> _Run:
+    @asynccontextmanager
+    async def _turn(self, kwargs: dict[str, Any]) -> AsyncIterator[_Run]:
+        """One run's hold on the session: the lease if it waits, and the window it starts from."""
         for name in _RESERVED:
             if name in kwargs:
                 raise TypeError(f'Session runs take their history from the store; do not pass {name}=.')
+        if not self.wait:
+            yield await self._start()
+            return
+        owner = new_token()
+        await self.store.acquire_lease(self.session_id, owner, timeout=self.timeout)
+        heartbeat = asyncio.create_task(self._keep_lease(owner))
+        try:
+            yield await self._start()
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            await self.store.release_lease(self.session_id, owner)
+
+    async def _keep_lease(self, owner: str) -> None:
+        while True:
+            await asyncio.sleep(LEASE_TTL.total_seconds() / 3)
+            await self.store.renew_lease(self.session_id, owner)
+
+    async def _start(self) -> _Run:
         loaded = await self.store.load_window(self.session_id, self.scope, self.processor)
         made: list[Summary] = []
         processor = self.processor

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Self
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import pydantic
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import delete, event, func, insert, or_, select, update
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from processors import SlidingWindowProcessor, SummarizationProcessor, message_text, summary_request
@@ -27,6 +28,7 @@ from .models import SearchHit, SessionInfo, StoredSummary
 from .schema import MessageRow, SessionRow, SummaryRow
 
 if TYPE_CHECKING:
+    from .conversations import SQLConversationStore
     from .session import Session
 
 __all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
@@ -39,6 +41,11 @@ _ASYNC_DRIVERS = {'sqlite': 'sqlite+aiosqlite', 'postgresql': 'postgresql+asyncp
 _SUPPORTED = ('sqlite+aiosqlite', 'postgresql+asyncpg')
 _USAGE = pydantic.TypeAdapter(RunUsage)
 _EXPORT_FORMAT = 'session-store/1'
+_LOCKED_TRIES = 8
+_MAX_SEARCH = 1_000
+LEASE_TTL = timedelta(seconds=30)
+"""How long a waiting writer's lease lasts without renewal: what a crashed holder can delay others by."""
+T = TypeVar('T')
 
 
 def now() -> datetime:
@@ -68,6 +75,32 @@ def check_id(value: object, name: str = 'session_id') -> str:
         shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f'{value[:60]!r}...'
         raise ValueError(f'{name} must be 1 to 255 printable characters; got {shown}.')
     return value
+
+
+def new_session_row(
+    session_id: str,
+    scope: str | None,
+    *,
+    message_count: int = 0,
+    head_end: int = 0,
+    window_start: int = 0,
+    usage: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> SessionRow:
+    moment = now()
+    return SessionRow(
+        session_id=session_id,
+        scope=scope,
+        revision=new_token(),
+        message_count=message_count,
+        head_end=head_end,
+        window_start=window_start,
+        usage=usage or {},
+        branches=[],
+        metadata_=metadata or {},
+        created_at=moment,
+        updated_at=moment,
+    )
 
 
 def _url(url: str | URL) -> URL:
@@ -180,7 +213,7 @@ class SessionStore:
         return self.url.render_as_string(hide_password=True)
 
     async def __aenter__(self) -> Self:
-        await self._ready()
+        await self.ready()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -194,9 +227,10 @@ class SessionStore:
         """Upgrade the database's schema to this version of session-store's."""
         await migration.upgrade(self.engine)
         self._checked = False
-        await self._ready()
+        await self.ready()
 
-    async def _ready(self) -> None:
+    async def ready(self) -> None:
+        """Check the schema once (migrating an empty database), before the first query."""
         if self._checked:
             return
         async with self._check_lock:
@@ -205,50 +239,65 @@ class SessionStore:
                 self._checked = True
 
     def db(self) -> AsyncSession:
+        """A new ORM session on the store's engine."""
         return self._sessions()
+
+    @property
+    def conversations(self) -> SQLConversationStore:
+        """The same archive as a pydantic-ai `ConversationStore`.
+
+        For `agent.run(conversation=await store.conversations.load(id))` users: forks are copies, and
+        branching (rewriting a stored history) is refused, since each conversation is one linear archive.
+        """
+        from .conversations import SQLConversationStore
+
+        return SQLConversationStore(self)
 
     # Sessions
 
     async def session(
-        self, session_id: str, *, scope: str | None = None, processor: WindowProcessor | None = None
+        self,
+        session_id: str,
+        *,
+        scope: str | None = None,
+        processor: WindowProcessor | None = None,
+        wait: bool = False,
+        timeout: float | None = 60.0,
     ) -> Session:
-        """Open a session, creating it if new. Under `scope`, a session saved with another scope can't be opened."""
+        """Open a session, creating it if new.
+
+        Args:
+            session_id: 1 to 255 printable characters.
+            scope: Whose session it is. A session saved with another scope can't be opened under this one.
+            processor: How this session compresses what the model sees, instead of the store's.
+            wait: When another run on the session is in progress, wait for it instead of failing with
+                `SessionConflict`. Waiting runs queue behind each other through a lease on the session.
+            timeout: How long a waiting run waits, in seconds (`None`: as long as it takes).
+        """
         check_id(session_id)
         if scope is not None:
             check_id(scope, 'scope')
-        await self._ready()
-        async with self.db() as db, db.begin():
+        await self.ready()
+
+        async def open_or_create(db: AsyncSession) -> None:
             row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
             if row is None:
                 try:
                     async with db.begin_nested():
-                        moment = now()
-                        db.add(
-                            SessionRow(
-                                session_id=session_id,
-                                scope=scope,
-                                revision=new_token(),
-                                message_count=0,
-                                head_end=0,
-                                window_start=0,
-                                usage={},
-                                branches=[],
-                                metadata_={},
-                                created_at=moment,
-                                updated_at=moment,
-                            )
-                        )
-                except IntegrityError:
+                        db.add(new_session_row(session_id, scope))
+                except IntegrityError:  # created by a concurrent writer just now
                     row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
             if row is not None and scope is not None and row.scope != scope:
-                raise SessionConflict(session_id, 'it is stored under another scope') from None
+                raise SessionConflict(session_id, 'it is stored under another scope')
+
+        await self._write(session_id, open_or_create)
         from .session import Session
 
-        return Session(self, session_id, scope=scope, processor=processor or self.processor)
+        return Session(self, session_id, scope=scope, processor=processor or self.processor, wait=wait, timeout=timeout)
 
     async def _row(self, db: AsyncSession, session_id: str, scope: str | None) -> SessionRow:
         check_id(session_id)
-        await self._ready()
+        await self.ready()
         row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
         if row is None or (scope is not None and row.scope != scope):
             raise SessionNotFound(session_id, scope)
@@ -256,7 +305,7 @@ class SessionStore:
 
     async def sessions(self, *, scope: str | None = None, limit: int | None = None) -> list[SessionInfo]:
         """The stored sessions, most recently updated first; under `scope`, only those saved with it."""
-        await self._ready()
+        await self.ready()
         summaries = select(func.count(SummaryRow.pk)).where(SummaryRow.session_pk == SessionRow.pk).scalar_subquery()
         query = select(SessionRow, summaries).order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc())
         if scope is not None:
@@ -322,9 +371,9 @@ class SessionStore:
         self, text: str, *, scope: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[SearchHit]:
         """Archived messages whose text contains `text` (case-insensitive), newest first."""
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError('search text must be a non-empty string.')
-        await self._ready()
+        if not isinstance(text, str) or not text.strip() or len(text) > _MAX_SEARCH or '\x00' in text:
+            raise ValueError(f'search text must be a string of 1 to {_MAX_SEARCH} characters, without NUL.')
+        await self.ready()
         escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
         query = (
             select(SessionRow.session_id, SessionRow.scope, MessageRow.position, MessageRow.payload, MessageRow.text)
@@ -346,11 +395,14 @@ class SessionStore:
 
     async def delete(self, session_id: str, *, scope: str | None = None) -> None:
         """Delete a session with its archive and summaries. Under `scope`, only one saved with it."""
-        async with self.db() as db, db.begin():
+
+        async def remove(db: AsyncSession) -> None:
             row = await self._row(db, session_id, scope)
             await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == row.pk))
             await db.execute(delete(MessageRow).where(MessageRow.session_pk == row.pk))
             await db.execute(delete(SessionRow).where(SessionRow.pk == row.pk))
+
+        await self._write(session_id, remove)
 
     # Export and import
 
@@ -408,37 +460,36 @@ class SessionStore:
             raise ValueError(f'Cannot import: {error}') from None
         target = check_id(session_id if session_id is not None else document['session_id'])
         target_scope = scope if scope is not None else document.get('scope')
-        await self._ready()
-        moment = now()
-        async with self.db() as db, db.begin():
-            session_row = SessionRow(
-                session_id=target,
-                scope=target_scope,
-                revision=new_token(),
+        await self.ready()
+
+        async def store(db: AsyncSession) -> None:
+            session_row = new_session_row(
+                target,
+                target_scope,
                 message_count=len(messages),
                 head_end=int(document.get('head_end', 0)),
                 window_start=int(document.get('window_start', 0)),
                 usage=document.get('usage') or {},
-                branches=[],
-                metadata_=document.get('metadata') or {},
-                created_at=moment,
-                updated_at=moment,
+                metadata=document.get('metadata') or {},
             )
             db.add(session_row)
             try:
                 await db.flush()
             except IntegrityError:
                 raise SessionConflict(target, 'a session with this id already exists') from None
-            await self._insert_messages(db, session_row.pk, 0, messages, tokens)
+            await self.insert_messages(db, session_row.pk, 0, messages, tokens)
             previous: int | None = None
             for s in document['summaries']:
+                summary = (s['covers_from'], s['covers_to'], s['text'], s['tokens'], s['model_name'])
                 previous = await self._insert_summary(
                     db,
                     session_row.pk,
                     previous,
-                    (s['covers_from'], s['covers_to'], s['text'], s['tokens'], s['model_name'], load_usage(s['usage'])),
+                    (*summary, load_usage(s['usage'])),
                     datetime.fromisoformat(s['created_at']),
                 )
+
+        await self._write(target, store)
         return target
 
     # The run cycle: load the window, then store the run
@@ -498,7 +549,8 @@ class SessionStore:
         Raises:
             SessionConflict: Another run was stored since `loaded` was read; nothing was written.
         """
-        async with self.db() as db, db.begin():
+
+        async def append(db: AsyncSession) -> None:
             moved = await db.execute(
                 update(SessionRow)
                 .where(SessionRow.pk == loaded.session_pk, SessionRow.revision == loaded.revision)
@@ -514,19 +566,98 @@ class SessionStore:
             )
             if moved.rowcount != 1:  # type: ignore[attr-defined]
                 raise SessionConflict(session_id)
-            await self._insert_messages(db, loaded.session_pk, loaded.message_count, record.messages, record.tokens)
+            await self.insert_messages(db, loaded.session_pk, loaded.message_count, record.messages, record.tokens)
             previous = loaded.summary_pk
             for summary in record.summaries:
                 previous = await self._insert_summary(db, loaded.session_pk, previous, summary, now())
 
-    async def _insert_messages(
+        await self._write(session_id, append)
+
+    # Leases: how writers that asked to wait queue behind the run in progress
+
+    async def acquire_lease(self, session_id: str, owner: str, *, timeout: float | None) -> None:
+        """Take the session's lease for `owner`, waiting while another holder's lease is live.
+
+        Raises:
+            SessionConflict: The lease was not free within `timeout` seconds.
+        """
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        pause = 0.02
+        while True:
+            moment = now()
+
+            async def take(db: AsyncSession, moment: datetime = moment) -> bool:
+                taken = await db.execute(
+                    update(SessionRow)
+                    .where(
+                        SessionRow.session_id == session_id,
+                        or_(SessionRow.lease_owner.is_(None), SessionRow.lease_expires < moment),
+                    )
+                    .values(lease_owner=owner, lease_expires=moment + LEASE_TTL)
+                )
+                return bool(taken.rowcount == 1)  # type: ignore[attr-defined]
+
+            if await self._write(session_id, take):
+                return
+            if deadline is not None and asyncio.get_running_loop().time() + pause > deadline:
+                raise SessionConflict(session_id, f'another run still held it after waiting {timeout}s')
+            await asyncio.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, 0.5)
+
+    async def renew_lease(self, session_id: str, owner: str) -> None:
+        """Push the lease's expiry forward while its run goes on."""
+
+        async def renew(db: AsyncSession) -> None:
+            await db.execute(
+                update(SessionRow)
+                .where(SessionRow.session_id == session_id, SessionRow.lease_owner == owner)
+                .values(lease_expires=now() + LEASE_TTL)
+            )
+
+        await self._write(session_id, renew)
+
+    async def release_lease(self, session_id: str, owner: str) -> None:
+        async def release(db: AsyncSession) -> None:
+            await db.execute(
+                update(SessionRow)
+                .where(SessionRow.session_id == session_id, SessionRow.lease_owner == owner)
+                .values(lease_owner=None, lease_expires=None)
+            )
+
+        await self._write(session_id, release)
+
+    async def _write(self, session_id: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+        """Run `work` in a write transaction, retrying while SQLite reports its lock taken.
+
+        WAL and the busy timeout make most writers wait their turn; a transaction that read before
+        writing can still be refused at once, and is safe to run again from the start.
+        """
+        for attempt in range(1, _LOCKED_TRIES + 1):
+            try:
+                async with self.db() as db, db.begin():
+                    return await work(db)
+            except OperationalError as error:
+                if 'locked' not in str(error.orig) or attempt == _LOCKED_TRIES:
+                    if 'locked' in str(error.orig):
+                        raise StoreError(
+                            f'Session {session_id!r}: the SQLite database stayed locked by other writers through '
+                            f'{_LOCKED_TRIES} tries; nothing was written. Try again, or move to PostgreSQL for '
+                            'many concurrent writers.'
+                        ) from None
+                    raise
+                await asyncio.sleep(0.01 * attempt * (0.5 + random.random()))
+        raise AssertionError('unreachable')
+
+    async def insert_messages(
         self,
         db: AsyncSession,
         session_pk: int,
         start: int,
         messages: Sequence[ModelMessage],
         tokens: Sequence[int],
+        entry_ids: Sequence[str] | None = None,
     ) -> None:
+        """Append `messages` at positions `start..`, with new entry ids unless the caller's entries have them."""
         if not messages:
             return
         moment = now()
@@ -536,11 +667,12 @@ class SessionStore:
                 {
                     'session_pk': session_pk,
                     'position': start + offset,
-                    'entry_id': new_token(),
+                    'entry_id': entry_ids[offset] if entry_ids is not None else new_token(),
                     'run_id': getattr(message, 'run_id', None),
                     'kind': message.kind,
                     'payload': dump_message(message),
-                    'text': message_text(message),
+                    # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
+                    'text': message_text(message).replace('\x00', ''),
                     'tokens': count,
                     'created_at': moment,
                 }

@@ -1,0 +1,402 @@
+"""`SQLConversationStore`: pydantic-ai's `ConversationStore` over the session tables.
+
+`agent.run(conversation=await store.load(id))` users and `Session` users share one archive: a
+conversation is a `sessions` row and its entries are that session's `messages` rows, so
+`SessionStore.history(id)` shows what `save` stored, and `load` sees what a `Session` ran.
+
+The mapping:
+
+- `ConversationRecord` <-> a `sessions` row: `conversation_id` is `session_id`, `revision` is the
+  row's revision, and `head_id` is the `entry_id` of the message at `message_count - 1` (`None`
+  while the session has no messages), so the head is never stored twice and can't drift.
+- `ConversationEntry` <-> a `messages` row: `id` is `entry_id`, `message` the decoded payload, and
+  `parent_id` the `entry_id` at `position - 1` in the same session (`None` at position 0).
+
+The archive is linear: positions `0..message_count-1`, nothing else. Saves that extend the
+history are appended; anything that would rewrite it or move its head to an earlier message (a
+save of a rewritten history, `branch`) raises `UserError` pointing at `fork`. A fork copies the
+kept messages into the new session rather than sharing entries with the source, so deleting one
+conversation never touches another's messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
+
+import pydantic
+from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.tools import DeferredToolRequests
+from sqlalchemy import Row, Select, String, and_, cast, delete, insert, literal, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from processors._window import count
+
+from .errors import SessionConflict
+from .schema import MessageRow, SessionRow, SummaryRow
+from .store import SessionStore, check_id, decode, dump_usage, load_usage, new_token, now, utc
+
+_RETRY = 'Load the conversation again and retry.'
+
+__all__ = ('SQLConversationStore',)
+
+_DEFERRED: pydantic.TypeAdapter[DeferredToolRequests] = pydantic.TypeAdapter(DeferredToolRequests)
+"""The same JSON `Session` stores a paused run's requests in, so either side can read the other's."""
+
+_Parent = aliased(MessageRow, name='parent')
+"""The message before another one in the same session, whose `entry_id` is that one's `parent_id`."""
+
+
+def _head_entry_id() -> Any:
+    """The `entry_id` of a session row's newest message, as a correlated scalar subquery (NULL when it has none)."""
+    return (
+        select(MessageRow.entry_id)
+        .where(MessageRow.session_pk == SessionRow.pk, MessageRow.position == SessionRow.message_count - 1)
+        .scalar_subquery()
+    )
+
+
+def _entries_query() -> Select[str, int, str, str | None, str]:
+    """Message rows as entries: (session_id, position, entry_id, parent entry_id, payload), in position order."""
+    return (
+        select(SessionRow.session_id, MessageRow.position, MessageRow.entry_id, _Parent.entry_id, MessageRow.payload)
+        .select_from(MessageRow)
+        .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
+        .outerjoin(
+            _Parent, and_(_Parent.session_pk == MessageRow.session_pk, _Parent.position == MessageRow.position - 1)
+        )
+        .order_by(MessageRow.position)
+    )
+
+
+def _entry(row: Row[str, int, str, str | None, str]) -> ConversationEntry:
+    session_id, position, entry_id, parent_id, payload = row
+    return ConversationEntry(id=entry_id, parent_id=parent_id, message=decode(session_id, position, payload))
+
+
+def _record(row: SessionRow, head_id: str | None) -> ConversationRecord:
+    deferred = row.deferred_tool_requests
+    return ConversationRecord(
+        conversation_id=row.session_id,
+        head_id=head_id,
+        usage=load_usage(row.usage),
+        deferred_tool_requests=None if deferred is None else _DEFERRED.validate_python(deferred),
+        scope=row.scope,
+        forked_from=row.forked_from,
+        forked_at=row.forked_at,
+        branches=[str(tip) for tip in row.branches or ()],
+        revision=row.revision,
+        updated_at=utc(row.updated_at),
+    )
+
+
+def _not_linear(conversation_id: str, detail: str) -> UserError:
+    return UserError(
+        f'Conversation {conversation_id!r} cannot be saved: {detail}. SQLConversationStore keeps one linear '
+        'archive per conversation, so a save can only append to its newest message; it cannot rewrite the '
+        'history or branch it from an earlier message. To explore an alternative from an earlier point, fork '
+        f"it into a new conversation instead, with the conversation store's `fork({conversation_id!r}, at=...)`."
+    )
+
+
+class SQLConversationStore(ConversationStore):
+    """pydantic-ai's `ConversationStore` over a `SessionStore`'s SQL tables, sharing its archive.
+
+    Use it as any conversation store:
+
+    ```python
+    conversations = SQLConversationStore(store)
+    conversation = await conversations.load(cid) or Conversation(conversation_id=cid)
+    result = await agent.run('Hi', conversation=conversation)
+    await conversations.save(result)
+    ```
+
+    What it stores, and how it differs from pydantic-ai's `InMemoryConversationStore`:
+
+    - **Linear.** One archive per conversation; a save appends. Saving a rewritten history and
+      `branch` to an earlier message raise `UserError`; `fork` instead.
+    - **Forks copy.** `fork` copies the kept messages (payload, text and token count, under new
+      entry ids) into the new conversation, which then lives on its own.
+    - **Delete erases.** `delete` removes the conversation's messages and summaries with it.
+    - **Reads are single queries.** `read_history` reads the last `limit` messages in one
+      SELECT, whatever the archive's size; `load` is that plus one SELECT for the record.
+    - **Token counts** of new messages are counted once, with `store.processor.token_counter`,
+      and kept, as for messages a `Session` stores.
+
+    A conflicting save raises `SessionConflict`, a `ConversationConflict`.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
+    # Reading
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        """The conversation's session row as a record, with its head, in one SELECT; `None` if there is none."""
+        check_id(conversation_id)
+        await self.store.ready()
+        async with self.store.db() as db:
+            found = (
+                await db.execute(select(SessionRow, _head_entry_id()).where(SessionRow.session_id == conversation_id))
+            ).first()
+        return None if found is None else _record(found[0], found[1])
+
+    async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
+        """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
+        if scope is not None:
+            check_id(scope, 'scope')
+        await self.store.ready()
+        query = select(SessionRow, _head_entry_id()).order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc())
+        if scope is not None:
+            query = query.where(SessionRow.scope == scope)
+        if limit is not None:
+            query = query.limit(limit)
+        async with self.store.db() as db:
+            rows = (await db.execute(query)).all()
+        return [_record(row, head_id) for row, head_id in rows]
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        """The entry with this id, with its parent, in one SELECT.
+
+        Raises:
+            LookupError: No message has this entry id.
+        """
+        await self.store.ready()
+        async with self.store.db() as db:
+            found = (await db.execute(_entries_query().where(MessageRow.entry_id == entry_id))).first()
+        if found is None:
+            raise LookupError(f'No conversation entry {entry_id!r} in the store.')
+        return _entry(found)
+
+    async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
+        """The entries up to and including `head_id`, oldest first, or only the last `limit`: one SELECT.
+
+        The head's session and position come from a subquery, and the window is a range of
+        positions on the (session, position) unique index, so the cost is `limit` rows, not the
+        archive. (The base class would call `read_entry` once per message.)
+
+        Raises:
+            LookupError: No message has the entry id `head_id`.
+        """
+        if head_id is None or limit == 0:
+            return []
+        await self.store.ready()
+        head = select(MessageRow.session_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
+        query = _entries_query().join(
+            head, and_(MessageRow.session_pk == head.c.session_pk, MessageRow.position <= head.c.position)
+        )
+        if limit is not None:
+            query = query.where(MessageRow.position > head.c.position - limit)
+        async with self.store.db() as db:
+            rows = (await db.execute(query)).all()
+        if not rows:
+            raise LookupError(f'No conversation entry {head_id!r} in the store.')
+        return [_entry(row) for row in rows]
+
+    # Writing
+
+    async def write_record(
+        self,
+        record: ConversationRecord,
+        *,
+        new_entries: Sequence[ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        """Store `record` and append `new_entries` to its archive, in one transaction, if `expected_revision` holds.
+
+        With `expected_revision=None` the conversation must be new: its session row is inserted,
+        and when `record.head_id` names another conversation's entry (a `fork`), that
+        conversation's messages up to it are copied in first.
+
+        Raises:
+            SessionConflict: The stored revision isn't `expected_revision` (saved, deleted or created
+                by someone else since it was read), or a forked-from entry is gone.
+            UserError: The entries don't extend the stored head, or `record.head_id` isn't the newest
+                message after appending them: a rewrite or branch, which this linear store refuses.
+            ValueError: The conversation id or scope isn't 1 to 255 printable characters.
+        """
+        conversation_id = check_id(record.conversation_id)
+        if record.scope is not None:
+            check_id(record.scope, 'scope')
+        for previous, entry in pairwise(new_entries):
+            if entry.parent_id != previous.id:
+                raise _not_linear(conversation_id, f'entry {entry.id!r} does not follow the entry before it')
+        if new_entries and record.head_id != new_entries[-1].id:
+            raise _not_linear(conversation_id, "the record's head is not the newest of the entries it adds")
+        # Counted before the transaction opens: a counter may be slow (a tokenizer, a remote call),
+        # and the write lock shouldn't wait on it.
+        counter = self.store.processor.token_counter
+        tokens = [await count(counter, [entry.message]) for entry in new_entries]
+        await self.store.ready()
+        async with self.store.db() as db, db.begin():
+            if expected_revision is None:
+                session_pk, start = await self._create(db, record, new_entries)
+            else:
+                session_pk, start = await self._advance(db, record, new_entries, expected_revision)
+            await self.store.insert_messages(
+                db, session_pk, start, [e.message for e in new_entries], tokens, [e.id for e in new_entries]
+            )
+
+    async def _create(
+        self, db: AsyncSession, record: ConversationRecord, new_entries: Sequence[ConversationEntry]
+    ) -> tuple[int, int]:
+        """Insert a new conversation's session row, copying a fork's history; its pk and where new entries go."""
+        conversation_id = record.conversation_id
+        if new_entries and new_entries[0].parent_id is not None:
+            raise _not_linear(
+                conversation_id,
+                f'it is new, but its first message continues entry {new_entries[0].parent_id!r}; fork the '
+                'conversation that entry belongs to, then save the fork',
+            )
+        # The insert comes first so this transaction holds SQLite's write lock from its first
+        # statement: a read first would start a snapshot that a concurrent commit makes stale.
+        try:
+            session_pk = await db.scalar(
+                insert(SessionRow)
+                .values(
+                    **_record_columns(record),
+                    message_count=len(new_entries),
+                    head_end=0,
+                    window_start=0,
+                    metadata_={},
+                    created_at=now(),
+                )
+                .returning(SessionRow.pk)
+            )
+        except IntegrityError:
+            raise SessionConflict(
+                conversation_id, 'a conversation with this id already exists', advice=_RETRY
+            ) from None
+        assert session_pk is not None
+        if new_entries or record.head_id is None:
+            return session_pk, 0
+        copied = await _copy_history(db, record.head_id, session_pk)
+        if copied == 0:
+            # The forked-from entry was deleted (or never existed) since the fork read it.
+            raise SessionConflict(
+                conversation_id, f'the entry it was forked from, {record.head_id!r}, is gone', advice=_RETRY
+            )
+        await db.execute(update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=copied))
+        return session_pk, copied
+
+    async def _advance(
+        self,
+        db: AsyncSession,
+        record: ConversationRecord,
+        new_entries: Sequence[ConversationEntry],
+        expected_revision: str,
+    ) -> tuple[int, int]:
+        """Move an existing session row to `record` if its revision is `expected_revision`; its pk and old length."""
+        conversation_id = record.conversation_id
+        # Optimistic concurrency: the revision check and the write are one statement, which also
+        # takes the row's write lock, so no other writer can slip in before the entries are added.
+        moved = (
+            await db.execute(
+                update(SessionRow)
+                .where(SessionRow.session_id == conversation_id, SessionRow.revision == expected_revision)
+                .values(**_record_columns(record), message_count=SessionRow.message_count + len(new_entries))
+                .returning(SessionRow.pk, SessionRow.message_count)
+            )
+        ).first()
+        if moved is None:
+            raise SessionConflict(conversation_id, 'it was saved or deleted since it was loaded', advice=_RETRY)
+        session_pk, message_count = moved
+        start = message_count - len(new_entries)
+        stored_head = (
+            None
+            if start == 0
+            else await db.scalar(
+                select(MessageRow.entry_id).where(MessageRow.session_pk == session_pk, MessageRow.position == start - 1)
+            )
+        )
+        # Raising rolls the revision update back with everything else.
+        if new_entries and new_entries[0].parent_id != stored_head:
+            raise _not_linear(
+                conversation_id,
+                f'its new messages follow entry {new_entries[0].parent_id!r}, not its newest stored message '
+                f'{stored_head!r} (the history was rewritten, e.g. compacted, or branched)',
+            )
+        if not new_entries and record.head_id != stored_head:
+            raise _not_linear(
+                conversation_id,
+                f'it would move its head from its newest message {stored_head!r} to {record.head_id!r} (a branch)',
+            )
+        return session_pk, start
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        """Delete the conversation, its messages and its summaries, if its revision is `expected_revision`.
+
+        Messages are erased with it: forks hold copies, so no other conversation reaches them.
+
+        Raises:
+            SessionConflict: No session with this id has this revision.
+        """
+        check_id(conversation_id)
+        await self.store.ready()
+        async with self.store.db() as db, db.begin():
+            # Claim the row first (the revision check and SQLite's write lock in one statement), so a
+            # save racing this delete either lands before it and fails it, or fails itself.
+            session_pk = await db.scalar(
+                update(SessionRow)
+                .where(SessionRow.session_id == conversation_id, SessionRow.revision == expected_revision)
+                .values(revision=new_token())
+                .returning(SessionRow.pk)
+            )
+            if session_pk is None:
+                raise SessionConflict(conversation_id, 'it was saved or deleted since it was loaded', advice=_RETRY)
+            # Explicit rather than trusting ON DELETE CASCADE, which SQLite only honours with its pragma on.
+            await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == session_pk))
+            await db.execute(delete(MessageRow).where(MessageRow.session_pk == session_pk))
+            await db.execute(delete(SessionRow).where(SessionRow.pk == session_pk))
+
+
+def _record_columns(record: ConversationRecord) -> dict[str, Any]:
+    """The session columns a record carries (the head is not one: it is derived from `message_count`)."""
+    deferred = record.deferred_tool_requests
+    return {
+        'session_id': record.conversation_id,
+        'scope': record.scope,
+        'revision': record.revision,
+        'usage': dump_usage(record.usage),
+        'deferred_tool_requests': None if deferred is None else _DEFERRED.dump_python(deferred, mode='json'),
+        'forked_from': record.forked_from,
+        'forked_at': record.forked_at,
+        'branches': list(record.branches),
+        'updated_at': record.updated_at,
+    }
+
+
+async def _copy_history(db: AsyncSession, head_id: str, session_pk: int) -> int:
+    """Copy the messages up to and including entry `head_id` into session `session_pk`; how many were copied.
+
+    One INSERT ... SELECT, so the payloads never leave the database. Copies keep their position,
+    payload, text, token count and timestamp, and get ids `<fresh token>-<position>`: unique,
+    because the token is new.
+    """
+    head = select(MessageRow.session_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
+    prefix = new_token() + '-'
+    copy = (
+        select(
+            literal(session_pk),
+            MessageRow.position,
+            literal(prefix, String) + cast(MessageRow.position, String),
+            MessageRow.run_id,
+            MessageRow.kind,
+            MessageRow.payload,
+            MessageRow.text,
+            MessageRow.tokens,
+            MessageRow.created_at,
+        )
+        .select_from(MessageRow)
+        .join(head, and_(MessageRow.session_pk == head.c.session_pk, MessageRow.position <= head.c.position))
+    )
+    copied = await db.execute(
+        insert(MessageRow).from_select(
+            ['session_pk', 'position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens', 'created_at'], copy
+        )
+    )
+    return int(copied.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,396 @@
+"""`SQLConversationStore`: pydantic-ai's `ConversationStore` over the session tables, on SQLite and PostgreSQL.
+
+Real agents (`FunctionModel`) run through `agent.run(conversation=...)`; the tests check what the
+store holds afterwards, through the conversation API and through `SessionStore`'s own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationConflict, ConversationStore
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from sqlalchemy import event, func, select
+
+from processors import count_tokens_approximately
+from session_store import SessionConflict, SessionNotFound, SessionStore
+from session_store.conversations import SQLConversationStore
+from session_store.schema import MessageRow
+
+StoreFactory = Callable[..., SessionStore]
+
+
+def assistant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Each user turn: one `lookup` call for the prompt, then an answer quoting its result."""
+    last = messages[-1]
+    prompt = next((p.content for p in last.parts if isinstance(p, UserPromptPart)), None)
+    if isinstance(prompt, str):
+        return ModelResponse(parts=[ToolCallPart('lookup', {'q': prompt})])
+    found = next(p.content for p in last.parts if isinstance(p, ToolReturnPart))
+    # How many messages the model saw, so a test can tell the stored history reached it.
+    return ModelResponse(parts=[TextPart(f'{found} (seen {len(messages)})')])
+
+
+def make_agent() -> Agent[None, str]:
+    agent = Agent(FunctionModel(assistant))
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f'result for {q}'
+
+    return agent
+
+
+async def run_turn(
+    conversations: SQLConversationStore, agent: Agent[None, Any], conversation_id: str, prompt: str, **kw: Any
+) -> list[ModelMessage]:
+    """Load (or start) the conversation, run one turn on it, save it; the run's new messages."""
+    conversation = await conversations.load(conversation_id, scope=kw.get('scope'))
+    if conversation is None:
+        conversation = Conversation(conversation_id=conversation_id)
+    result = await agent.run(prompt, conversation=conversation)
+    await conversations.save(result, **kw)
+    return result.new_messages()
+
+
+def texts(messages: list[ModelMessage]) -> list[str]:
+    """The text answers in `messages`, for asserting on content."""
+    return [p.content for m in messages if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, TextPart)]
+
+
+@contextmanager
+def statements(store: SessionStore) -> Iterator[list[str]]:
+    """Every SQL statement the store's engine sends while the block runs."""
+    sent: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        sent.append(statement)
+
+    event.listen(store.engine.sync_engine, 'before_cursor_execute', record)
+    try:
+        yield sent
+    finally:
+        event.remove(store.engine.sync_engine, 'before_cursor_execute', record)
+
+
+async def message_rows(store: SessionStore) -> int:
+    async with store.db() as db:
+        return int(await db.scalar(select(func.count()).select_from(MessageRow)) or 0)
+
+
+async def test_runs_round_trip_and_share_the_session_archive(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = SQLConversationStore(store)
+    agent = make_agent()
+
+    runs = [await run_turn(conversations, agent, 'support-1', f'order {n}') for n in range(3)]
+
+    # Each run: prompt, tool call, tool return, answer; the model saw the stored turns before it.
+    assert [len(run) for run in runs] == [4, 4, 4]
+    assert texts(runs[2]) == ['result for order 2 (seen 11)']
+    archive = [message for run in runs for message in run]
+    # Stored once each, in order, and readable both ways: the archive is the one Session uses.
+    assert await store.history('support-1', limit=None) == archive
+    loaded = await conversations.load('support-1')
+    assert loaded is not None
+    assert loaded.messages == archive
+    assert loaded.usage.requests == 6 and loaded.usage.tool_calls == 3
+    entries = await conversations.load_entries('support-1')
+    assert entries is not None
+    assert [e.parent_id for e in entries] == [None, *(e.id for e in entries[:-1])]
+    record = await conversations.read_record('support-1')
+    assert record is not None and record.head_id == entries[-1].id and record.revision == loaded.revision
+    # Token counts were counted once with the store's processor's counter, as for a Session's messages.
+    exported = json.loads(await store.export('support-1'))
+    assert exported['tokens'] == [count_tokens_approximately([m]) for m in archive]
+
+    # A Session continues the same conversation, and the conversation API then sees its turn.
+    session = await store.session('support-1')
+    by_session = (await session.run(agent, 'order 3')).new_messages()
+    assert texts(by_session) == ['result for order 3 (seen 15)']
+    after = await run_turn(conversations, agent, 'support-1', 'order 4')
+    assert texts(after) == ['result for order 4 (seen 19)']
+    assert await store.history('support-1', limit=None) == [*archive, *by_session, *after]
+    assert [info.message_count for info in await store.sessions()] == [20]
+
+
+async def test_two_writers_on_one_revision_conflict(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = SQLConversationStore(store)
+    agent = make_agent()
+    first_turn = await run_turn(conversations, agent, 'shared', 'first')
+
+    one = await conversations.load('shared')
+    two = await conversations.load('shared')
+    assert one is not None and two is not None and one.revision == two.revision
+    won = await agent.run('from one', conversation=one)
+    lost = await agent.run('from two', conversation=two)
+    await conversations.save(won)
+    with pytest.raises(ConversationConflict) as raised:
+        await conversations.save(lost)
+    assert raised.value.conversation_id == 'shared'
+    # The loser stored nothing: the archive is the first turn and the winner's.
+    assert await store.history('shared', limit=None) == [*first_turn, *won.new_messages()]
+
+    # `save` checks the revision it reads first; the write itself checks it again, atomically, for
+    # the writer that read it just before the other one wrote.
+    record = await conversations.read_record('shared')
+    assert record is not None
+    with pytest.raises(SessionConflict) as raised_by_write:
+        await conversations.write_record(record, expected_revision=one.revision)
+    assert isinstance(raised_by_write.value, ConversationConflict)
+    assert len(await store.history('shared', limit=None)) == 8
+
+    # Two saves racing from one revision: exactly one lands.
+    three = await conversations.load('shared')
+    four = await conversations.load('shared')
+    assert three is not None and four is not None
+    runs = [await agent.run(prompt, conversation=c) for prompt, c in (('three', three), ('four', four))]
+    outcomes = await asyncio.gather(*(conversations.save(run) for run in runs), return_exceptions=True)
+    failed = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(failed) == 1 and isinstance(failed[0], ConversationConflict), outcomes
+    landed = runs[outcomes.index(next(o for o in outcomes if not isinstance(o, BaseException)))]
+    assert await store.history('shared', offset=8, limit=None) == landed.new_messages()
+
+    # Starting a conversation under an id that is taken is a conflict too, not an overwrite.
+    fresh = await agent.run('hello', conversation=Conversation(conversation_id='shared'))
+    with pytest.raises(ConversationConflict):
+        await conversations.save(fresh)
+    assert len(await store.history('shared', limit=None)) == 12
+
+
+async def test_reading_the_last_messages_is_one_query(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = SQLConversationStore(store)
+    agent = make_agent()
+    for n in range(6):
+        await run_turn(conversations, agent, 'long', f'question {n}')
+    archive = await store.history('long', limit=None)
+    assert len(archive) == 24
+
+    with statements(store) as sent:
+        loaded = await conversations.load('long', limit=3)
+    assert loaded is not None
+    assert loaded.messages == archive[-3:]
+    # One SELECT for the record (the session row and its head entry id), one for the messages.
+    assert len(sent) == 2, sent
+    assert all(s.lstrip().upper().startswith('SELECT') for s in sent)
+    assert 'FROM sessions' in sent[0]
+
+    # The messages are one SELECT whatever the window, and a window is only its rows.
+    record = await conversations.read_record('long')
+    assert record is not None
+    for limit in (1, 3, 24, None):
+        with statements(store) as sent:
+            window = await conversations.read_history(record.head_id, limit=limit)
+        assert len(sent) == 1, sent
+        assert [e.message for e in window] == archive[-limit if limit else 0 :]
+    # Against the base class's default, which reads one entry per statement.
+    with statements(store) as sent:
+        slow = await ConversationStore.read_history(conversations, record.head_id, limit=5)
+    assert len(sent) == 5
+    assert slow == await conversations.read_history(record.head_id, limit=5)
+
+    # The window's first entry still names its parent, which lies outside the window.
+    entries = await conversations.load_entries('long', limit=2)
+    everything = await conversations.load_entries('long')
+    assert entries is not None and everything is not None
+    assert entries[0].parent_id == everything[-3].id
+    assert await conversations.read_entry(everything[0].id) == everything[0]
+    with pytest.raises(LookupError):
+        await conversations.read_entry('no-such-entry')
+    with pytest.raises(LookupError):
+        await conversations.read_history('no-such-entry')
+
+
+async def test_scopes_isolate_conversations(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = SQLConversationStore(store)
+    agent = make_agent()
+    alice = await run_turn(conversations, agent, 'chat', 'mine', scope='alice')
+    await run_turn(conversations, agent, 'other', 'theirs', scope='bob')
+
+    assert await conversations.load('chat', scope='bob') is None
+    assert await conversations.load_entries('chat', scope='bob') is None
+    assert [r.conversation_id for r in await conversations.list_conversations(scope='bob')] == ['other']
+    assert [r.conversation_id for r in await conversations.list_conversations(scope='alice')] == ['chat']
+    assert {r.conversation_id for r in await conversations.list_conversations()} == {'chat', 'other'}
+
+    # Deleting or saving under another scope leaves alice's conversation as it was.
+    await conversations.delete('chat', scope='bob')
+    mine = await conversations.load('chat', scope='alice')
+    assert mine is not None and mine.messages == alice
+    result = await agent.run('intrude', conversation=mine)
+    with pytest.raises(ConversationConflict):
+        await conversations.save(result, scope='bob')
+    assert await store.history('chat', scope='alice', limit=None) == alice
+    with pytest.raises(SessionNotFound):
+        await store.history('chat', scope='bob')
+    record = await conversations.read_record('chat')
+    assert record is not None and record.scope == 'alice'
+
+
+async def test_fork_copies_the_kept_history(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = SQLConversationStore(store)
+    agent = make_agent()
+    first = await run_turn(conversations, agent, 'source', 'first', scope='team')
+    second = await run_turn(conversations, agent, 'source', 'second', scope='team')
+    source_entries = await conversations.load_entries('source')
+    assert source_entries is not None
+
+    fork = await conversations.fork('source', at=4, new_conversation_id='alternative')
+    assert fork.messages == first
+    record = await conversations.read_record('alternative')
+    assert record is not None
+    assert (record.forked_from, record.forked_at, record.scope) == ('source', source_entries[3].id, 'team')
+    fork_entries = await conversations.load_entries('alternative')
+    assert fork_entries is not None
+    # A copy: the same messages (and token counts) under new entry ids, linked among themselves.
+    assert [e.message for e in fork_entries] == first
+    assert not {e.id for e in fork_entries} & {e.id for e in source_entries}
+    assert [e.parent_id for e in fork_entries] == [None, *(e.id for e in fork_entries[:-1])]
+    assert record.head_id == fork_entries[-1].id
+    tokens = json.loads(await store.export('alternative'))['tokens']
+    assert tokens == json.loads(await store.export('source'))['tokens'][:4]
+
+    # The fork and its source go their own ways, and the fork outlives the source.
+    result = await agent.run('elsewhere', conversation=fork)
+    await conversations.save(result)
+    assert await store.history('source', limit=None) == [*first, *second]
+    await conversations.delete('source')
+    assert await store.history('alternative', limit=None) == [*first, *result.new_messages()]
+    assert texts(result.new_messages()) == ['result for elsewhere (seen 7)']
+
+    # Forking everything carries the usage; forking nothing starts empty.
+    whole = await conversations.fork('alternative', new_conversation_id='whole')
+    assert whole.messages == await store.history('alternative', limit=None)
+    assert whole.usage == result.usage
+    empty = await conversations.fork('alternative', at=0, new_conversation_id='empty')
+    assert empty.messages == []
+    assert await store.history('empty') == []
+
+    # A fork's id must be free.
+    with pytest.raises(ConversationConflict):
+        await conversations.fork('whole', new_conversation_id='alternative')
+
+
+async def test_branching_and_rewriting_are_refused(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = SQLConversationStore(store)
+    agent = make_agent()
+    await run_turn(conversations, agent, 'linear', 'one')
+    await run_turn(conversations, agent, 'linear', 'two')
+    before = await conversations.read_record('linear')
+    archive = await store.history('linear', limit=None)
+    assert before is not None
+
+    with pytest.raises(UserError) as raised:
+        await conversations.branch('linear', at=4, expected_revision=before.revision)
+    message = str(raised.value)
+    assert 'one linear archive per conversation' in message
+    assert "`fork('linear', at=...)`" in message
+    assert not isinstance(raised.value, ConversationConflict)
+
+    # A history edited before being saved again (here: the second question reworded) is refused
+    # the same way, rather than stored as a branch.
+    edited = Conversation(
+        conversation_id='linear',
+        messages=[*archive[:4], ModelRequest(parts=[UserPromptPart('two, reworded')])],
+        revision=before.revision,
+    )
+    with pytest.raises(UserError, match='one linear archive per conversation'):
+        await conversations.save(edited)
+
+    # Neither attempt changed anything, and the conversation carries on.
+    after = await conversations.read_record('linear')
+    assert after is not None and after.revision == before.revision and after.head_id == before.head_id
+    assert await store.history('linear', limit=None) == archive
+    more = await run_turn(conversations, agent, 'linear', 'three')
+    assert await store.history('linear', limit=None) == [*archive, *more]
+
+
+async def test_delete_erases_the_conversation(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = SQLConversationStore(store)
+    agent = make_agent()
+    await run_turn(conversations, agent, 'doomed', 'bye')
+    kept = await run_turn(conversations, agent, 'kept', 'stay')
+    stale = await conversations.load('doomed')
+    record = await conversations.read_record('doomed')
+    assert stale is not None and record is not None
+
+    with pytest.raises(ConversationConflict):
+        await conversations.delete_record('doomed', expected_revision='not-the-revision')
+    assert await conversations.read_record('doomed') == record
+
+    await conversations.delete('doomed')
+    assert await conversations.load('doomed') is None
+    assert [r.conversation_id for r in await conversations.list_conversations()] == ['kept']
+    with pytest.raises(SessionNotFound):
+        await store.history('doomed')
+    assert await message_rows(store) == len(kept)
+    with pytest.raises(ConversationConflict):
+        await conversations.delete_record('doomed', expected_revision=record.revision)
+
+    # A copy loaded before the delete can't resurrect the conversation over a new one.
+    result = await agent.run('after the delete', conversation=stale)
+    with pytest.raises(ConversationConflict):
+        await conversations.save(result)
+    assert await conversations.load('doomed') is None
+
+
+async def test_paused_runs_keep_their_deferred_requests(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = SQLConversationStore(store)
+    agent = Agent(FunctionModel(assistant), output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain(requires_approval=True)
+    def lookup(q: str) -> str:
+        return f'approved lookup of {q}'
+
+    result = await agent.run('refund', conversation=Conversation(conversation_id='paused'))
+    assert isinstance(result.output, DeferredToolRequests)
+    await conversations.save(result)
+
+    loaded = await conversations.load('paused')
+    assert loaded is not None
+    assert loaded.deferred_tool_requests == result.output
+    [call] = loaded.deferred_tool_requests.approvals
+    assert call.args == {'q': 'refund'}
+
+    approved = await agent.run(
+        conversation=loaded, deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True})
+    )
+    await conversations.save(approved)
+    assert approved.output == 'approved lookup of refund (seen 3)'
+    resumed = await conversations.load('paused')
+    assert resumed is not None and resumed.deferred_tool_requests is None
+    assert texts(await store.history('paused', limit=None)) == ['approved lookup of refund (seen 3)']
+
+
+async def test_ids_are_checked(store_factory: StoreFactory) -> None:
+    conversations = SQLConversationStore(store_factory())
+    with pytest.raises(ValueError, match='session_id must be 1 to 255 printable characters'):
+        await conversations.load('x' * 256)
+    with pytest.raises(ValueError, match='scope must be 1 to 255 printable characters'):
+        await conversations.save(Conversation(conversation_id='ok'), scope='')
+    assert await conversations.list_conversations() == []
