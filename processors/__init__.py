@@ -1,7 +1,7 @@
 """History processors for long pydantic-ai conversations: pair-safe cuts, real token counts, sliding
 windows and incremental summaries. Pure: no I/O of their own."""
 
-from ._text import message_text
+from ._text import format_messages, message_text
 from ._window import CompactionState
 from .capabilities import SlidingWindow, Summarization, as_capability
 from .cut_points import is_turn_start, safe_cut_points
@@ -33,6 +33,7 @@ __all__ = (
     'create_sliding_window_processor',
     'create_summarization_processor',
     'find_summary',
+    'format_messages',
     'is_turn_start',
     'message_text',
     'safe_cut_points',

@@ -22,6 +22,7 @@ from processors._window import count
 
 from .errors import StoreError
 from .models import StoredSummary
+from .recall import Recall, recall_toolset
 from .store import LEASE_TTL, LoadedWindow, RunRecord, WindowProcessor, new_token
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Session:
         processor: WindowProcessor,
         wait: bool = False,
         timeout: float | None = 60.0,
+        recall: Recall | None = None,
     ) -> None:
         self.store = store
         self.session_id = session_id
@@ -69,6 +71,8 @@ class Session:
         """Whether a run waits for one in progress instead of failing with `SessionConflict`."""
         self.timeout = timeout
         """How long a waiting run waits, in seconds."""
+        self.recall = recall
+        """The settings of the recall tools handed to the agent, if it gets them."""
 
     def __repr__(self) -> str:
         return f'Session({self.session_id!r}, scope={self.scope!r})'
@@ -167,10 +171,13 @@ class Session:
             processor = replace(processor, on_summary=collect)
         return _Run(loaded=loaded, capability=as_capability(processor), summaries=made)
 
-    @staticmethod
-    def _with_window(run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _with_window(self, run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
         # The window capability goes last, so it shapes the request after the caller's own capabilities.
-        return {**kwargs, 'capabilities': [*kwargs.get('capabilities', ()), run.capability]}
+        extra: dict[str, Any] = {'capabilities': [*kwargs.get('capabilities', ()), run.capability]}
+        if self.recall is not None:
+            recall = recall_toolset(self.store, self.session_id, self.scope, self.recall)
+            extra['toolsets'] = [*kwargs.get('toolsets', ()), recall]
+        return {**kwargs, **extra}
 
     async def _store(
         self,

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 import pydantic
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
@@ -23,8 +23,10 @@ from processors import SlidingWindowProcessor, SummarizationProcessor, message_t
 
 from . import migration
 from ._codec import dump_message, dump_messages, load_message, load_messages
+from ._fulltext import rank_by_words, words
 from .errors import SessionConflict, SessionNotFound, StoreError
 from .models import SearchHit, SessionInfo, StoredSummary
+from .recall import Recall
 from .schema import MessageRow, SessionRow, SummaryRow
 
 if TYPE_CHECKING:
@@ -263,6 +265,7 @@ class SessionStore:
         processor: WindowProcessor | None = None,
         wait: bool = False,
         timeout: float | None = 60.0,
+        recall: bool | Recall = False,
     ) -> Session:
         """Open a session, creating it if new.
 
@@ -273,6 +276,8 @@ class SessionStore:
             wait: When another run on the session is in progress, wait for it instead of failing with
                 `SessionConflict`. Waiting runs queue behind each other through a lease on the session.
             timeout: How long a waiting run waits, in seconds (`None`: as long as it takes).
+            recall: Hand the agent tools that search this session's own archive (`search_history`,
+                `read_history`) for details summaries left out; a `Recall` sets their budget.
         """
         check_id(session_id)
         if scope is not None:
@@ -293,7 +298,15 @@ class SessionStore:
         await self._write(session_id, open_or_create)
         from .session import Session
 
-        return Session(self, session_id, scope=scope, processor=processor or self.processor, wait=wait, timeout=timeout)
+        return Session(
+            self,
+            session_id,
+            scope=scope,
+            processor=processor or self.processor,
+            wait=wait,
+            timeout=timeout,
+            recall=Recall() if recall is True else recall or None,
+        )
 
     async def _row(self, db: AsyncSession, session_id: str, scope: str | None) -> SessionRow:
         check_id(session_id)
@@ -368,20 +381,45 @@ class SessionStore:
         ]
 
     async def search(
-        self, text: str, *, scope: str | None = None, session_id: str | None = None, limit: int = 50
+        self,
+        text: str,
+        *,
+        scope: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        match: Literal['phrase', 'words'] = 'phrase',
     ) -> list[SearchHit]:
-        """Archived messages whose text contains `text` (case-insensitive), newest first."""
+        """Search the archive.
+
+        Args:
+            text: What to look for.
+            scope: Only sessions saved with this scope.
+            session_id: Only this session.
+            limit: At most this many hits.
+            match: `'phrase'`: messages containing `text` as typed (case-insensitive), newest first.
+                `'words'`: full-text, through the database's index: messages with any of `text`'s
+                words (stemmed), best match first.
+        """
         if not isinstance(text, str) or not text.strip() or len(text) > _MAX_SEARCH or '\x00' in text:
             raise ValueError(f'search text must be a string of 1 to {_MAX_SEARCH} characters, without NUL.')
+        if limit < 1:
+            raise ValueError(f'limit must be >= 1; got {limit}.')
         await self.ready()
-        escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
         query = (
             select(SessionRow.session_id, SessionRow.scope, MessageRow.position, MessageRow.payload, MessageRow.text)
             .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
-            .where(MessageRow.text.ilike(f'%{escaped}%', escape='\\'))
-            .order_by(MessageRow.pk.desc())
             .limit(limit)
         )
+        if match == 'words':
+            terms = words(text)
+            if not terms:
+                return []
+            query = rank_by_words(query, self.engine.dialect.name, terms)
+        elif match == 'phrase':
+            escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+            query = query.where(MessageRow.text.ilike(f'%{escaped}%', escape='\\')).order_by(MessageRow.pk.desc())
+        else:
+            raise ValueError(f"match must be 'phrase' or 'words'; got {match!r}.")
         if scope is not None:
             query = query.where(SessionRow.scope == scope)
         if session_id is not None:
