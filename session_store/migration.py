@@ -13,9 +13,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ._engine import SQLITE_BEGIN
 from .errors import SchemaMismatch
 
 __all__ = ('MIGRATIONS_DIR', 'check_schema', 'head_revision', 'upgrade')
@@ -47,10 +48,23 @@ def _state(connection: Connection) -> tuple[str | None, bool]:
     return revision, bool(inspect(connection).get_table_names())
 
 
+_MIGRATION_LOCK = 7_240_331
+"""The PostgreSQL advisory lock key that serializes session-store migrations."""
+
+
 async def upgrade(engine: AsyncEngine) -> None:
-    """Bring the schema to `head_revision()`."""
-    async with engine.begin() as connection:
-        await connection.run_sync(lambda sync: command.upgrade(_config(sync), 'head'))
+    """Bring the schema to `head_revision()`, safely when several processes try at once.
+
+    One transaction holds the migration lock (SQLite's write lock, taken IMMEDIATE; a PostgreSQL
+    advisory lock), so a second migrator waits, then finds the schema current and does nothing.
+    """
+    async with engine.connect() as connection:
+        if engine.dialect.name == 'sqlite':
+            connection = await connection.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
+        async with connection.begin():
+            if engine.dialect.name == 'postgresql':
+                await connection.execute(text('SELECT pg_advisory_xact_lock(:key)'), {'key': _MIGRATION_LOCK})
+            await connection.run_sync(lambda sync: command.upgrade(_config(sync), 'head'))
 
 
 async def check_schema(engine: AsyncEngine, url: str, *, migrate_empty: bool = True) -> None:

@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 import pydantic
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
 from pydantic_ai.usage import RunUsage
-from sqlalchemy import delete, event, func, insert, or_, select, update
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from processors import SlidingWindowProcessor, SummarizationProcessor, message_text, summary_request
 
 from . import migration
 from ._codec import dump_message, dump_messages, load_message, load_messages
+from ._engine import DEFAULT_URL, SQLITE_BEGIN, create_engine, database_url
 from ._fulltext import rank_by_words, words
 from .errors import SessionConflict, SessionNotFound, StoreError
 from .models import SearchHit, SessionInfo, StoredSummary
@@ -35,12 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
 
-DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
 WindowProcessor = SlidingWindowProcessor | SummarizationProcessor
 """How a session compresses what the model sees; the store keeps every message either way."""
 
-_ASYNC_DRIVERS = {'sqlite': 'sqlite+aiosqlite', 'postgresql': 'postgresql+asyncpg', 'postgres': 'postgresql+asyncpg'}
-_SUPPORTED = ('sqlite+aiosqlite', 'postgresql+asyncpg')
 _USAGE = pydantic.TypeAdapter(RunUsage)
 _EXPORT_FORMAT = 'session-store/1'
 _LOCKED_TRIES = 8
@@ -103,32 +101,6 @@ def new_session_row(
         created_at=moment,
         updated_at=moment,
     )
-
-
-def _url(url: str | URL) -> URL:
-    try:
-        parsed = make_url(url)
-    except ArgumentError as error:
-        raise ValueError(f'Not a database URL: {url!r} ({error}). Use e.g. {DEFAULT_URL!r}.') from None
-    if parsed.drivername in _ASYNC_DRIVERS:
-        parsed = parsed.set(drivername=_ASYNC_DRIVERS[parsed.drivername])
-    if parsed.drivername not in _SUPPORTED:
-        raise ValueError(
-            f'Unsupported database URL {parsed.render_as_string(hide_password=True)!r}: '
-            'session-store runs on sqlite+aiosqlite:// or postgresql+asyncpg://.'
-        )
-    return parsed
-
-
-def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
-    # WAL lets readers and one writer work at once; the busy timeout makes a second writer wait for
-    # the lock instead of failing with "database is locked"; foreign keys make deletes cascade.
-    cursor = dbapi_connection.cursor()
-    cursor.execute('PRAGMA journal_mode=WAL')
-    cursor.execute('PRAGMA busy_timeout=30000')
-    cursor.execute('PRAGMA foreign_keys=ON')
-    cursor.execute('PRAGMA synchronous=NORMAL')
-    cursor.close()
 
 
 @dataclass
@@ -196,16 +168,14 @@ class SessionStore:
         processor: WindowProcessor | None = None,
         migrate: bool = True,
     ) -> None:
-        self.url = _url(url)
+        self.url = database_url(url)
         self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
         self._migrate_empty = migrate
-        options: dict[str, Any] = {}
-        if self.url.drivername.startswith('sqlite'):
-            options['connect_args'] = {'timeout': 30}
-        self.engine: AsyncEngine = create_async_engine(self.url, **options)
-        if self.url.drivername.startswith('sqlite'):
-            event.listen(self.engine.sync_engine, 'connect', _tune_sqlite)
+        self.engine: AsyncEngine = create_engine(self.url)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._writers = async_sessionmaker(
+            self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'}), expire_on_commit=False
+        )
         self._checked = False
         self._check_lock = asyncio.Lock()
 
@@ -672,7 +642,7 @@ class SessionStore:
         """
         for attempt in range(1, _LOCKED_TRIES + 1):
             try:
-                async with self.db() as db, db.begin():
+                async with self._writers() as db, db.begin():
                     return await work(db)
             except OperationalError as error:
                 if 'locked' not in str(error.orig) or attempt == _LOCKED_TRIES:

@@ -78,11 +78,12 @@ def texts(messages: list[ModelMessage]) -> list[str]:
 
 @contextmanager
 def statements(store: SessionStore) -> Iterator[list[str]]:
-    """Every SQL statement the store's engine sends while the block runs."""
+    """Every query the store's engine sends while the block runs (transaction control left out)."""
     sent: list[str] = []
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        sent.append(statement)
+        if not statement.lstrip().upper().startswith(('BEGIN', 'COMMIT', 'ROLLBACK')):
+            sent.append(statement)
 
     event.listen(store.engine.sync_engine, 'before_cursor_execute', record)
     try:

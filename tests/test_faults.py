@@ -113,7 +113,7 @@ async def test_a_database_at_an_older_revision_says_how_to_upgrade(store_factory
             await connection.run_sync(lambda sync: command.downgrade(_config(sync), '0001'))
     store = store_factory()
     with pytest.raises(
-        SchemaMismatch, match=r'revision 0001, older than 0002\. Upgrade it with `await store\.migrate\(\)`'
+        SchemaMismatch, match=r'revision 0001, older than 0003\. Upgrade it with `await store\.migrate\(\)`'
     ):
         await store.sessions()
     await store.migrate()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -274,3 +275,13 @@ async def test_a_corrupt_row_names_its_session_and_position(store_factory: Store
         with pytest.raises(StoreError, match="Session 'broken': the message at position 3 is corrupt"):
             await store.history('broken')
         assert len(await store.history('fine', limit=None)) == 8
+
+
+async def test_stores_opening_one_empty_database_at_once_migrate_it_once(store_factory: StoreFactory) -> None:
+    stores = [store_factory() for _ in range(4)]
+    await asyncio.gather(*(store.ready() for store in stores))
+    async with stores[0].engine.connect() as connection:
+        versions = (await connection.execute(text('SELECT version_num FROM alembic_version'))).all()
+    assert versions == [(head_revision(),)]
+    await converse(stores[1], 'after', 1)
+    assert len(await stores[2].history('after', limit=None)) == 4
