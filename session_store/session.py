@@ -80,7 +80,7 @@ class Session:
     async def run(self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any) -> AgentRunResult[Any]:
         """`agent.run(user_prompt, **kwargs)` through this session; takes what `Agent.run` takes but the history."""
         async with self._turn(kwargs) as run:
-            result = await agent.run(user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs))
+            result = await agent.run(user_prompt, **self._agent_kwargs(run, kwargs))
             await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
         return result
 
@@ -91,9 +91,7 @@ class Session:
         """`agent.run_stream(...)` through this session; the run is stored once the stream completes."""
         async with (
             self._turn(kwargs) as run,
-            agent.run_stream(
-                user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs)
-            ) as stream,
+            agent.run_stream(user_prompt, **self._agent_kwargs(run, kwargs)) as stream,
         ):
             yield stream
             if not stream.is_complete:
@@ -110,7 +108,7 @@ class Session:
         """`agent.iter(...)` through this session; the run is stored if it reaches its end."""
         async with (
             self._turn(kwargs) as run,
-            agent.iter(user_prompt, message_history=run.loaded.messages, **self._with_window(run, kwargs)) as agent_run,
+            agent.iter(user_prompt, **self._agent_kwargs(run, kwargs)) as agent_run,
         ):
             yield agent_run
             result = agent_run.result
@@ -171,9 +169,13 @@ class Session:
             processor = replace(processor, on_summary=collect)
         return _Run(loaded=loaded, capability=as_capability(processor), summaries=made)
 
-    def _with_window(self, run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _agent_kwargs(self, run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The caller's arguments plus the stored history, the window capability and the recall tools."""
         # The window capability goes last, so it shapes the request after the caller's own capabilities.
-        extra: dict[str, Any] = {'capabilities': [*kwargs.get('capabilities', ()), run.capability]}
+        extra: dict[str, Any] = {
+            'message_history': run.loaded.messages,
+            'capabilities': [*kwargs.get('capabilities', ()), run.capability],
+        }
         if self.recall is not None:
             recall = recall_toolset(self.store, self.session_id, self.scope, self.recall)
             extra['toolsets'] = [*kwargs.get('toolsets', ()), recall]

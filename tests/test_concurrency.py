@@ -129,7 +129,9 @@ def run_workers(args: list[list[str]], timeout: float) -> None:
         assert worker.wait(timeout=timeout) == 0
 
 
-async def test_load_two_processes_twenty_tasks_five_sessions(db_url: str, tmp_path: Path) -> None:
+async def test_load_two_processes_twenty_tasks_five_sessions(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # 2 processes x 10 tasks x 50 runs, over 5 shared sessions; half the tasks wait, half fail fast.
     outs = [tmp_path / f'{number}.json' for number in (1, 2)]
     run_workers([['tests._load_worker', db_url, out.stem, '10', '50', '5', str(out)] for out in outs], timeout=1_200)
@@ -147,17 +149,19 @@ async def test_load_two_processes_twenty_tasks_five_sessions(db_url: str, tmp_pa
     conflicts = [prompt_id for _, prompt_id, outcome in outcomes if outcome == 'conflict']
     lost = stored - set(archived)
     duplicated = [marker for marker, times in archived.items() if times > 1]
-    print(
-        f'\nload: {len(outcomes)} runs, {len(stored)} stored, {len(conflicts)} conflicts reported, '
-        f'{total} messages archived, {len(lost)} lost, {len(duplicated)} duplicated'
-    )
+    with capsys.disabled():  # the counts belong in the CI log
+        print(
+            f'\nload ({db_url.split(":")[0]}): {len(outcomes)} runs, {len(stored)} stored, '
+            f'{len(conflicts)} conflicts reported, '
+            f'{total} messages archived, {len(lost)} lost, {len(duplicated)} duplicated'
+        )
     assert len(outcomes) == 1_000
     assert not lost and not duplicated
     assert set(archived) == stored  # a run reported as a conflict stored nothing
     assert total == 4 * len(stored)
 
 
-async def test_sigkill_mid_run_leaves_only_whole_runs(db_url: str) -> None:
+async def test_sigkill_mid_run_leaves_only_whole_runs(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     rng = random.Random(7)
     started: set[str] = set()
     reported: set[str] = set()
@@ -190,10 +194,11 @@ async def test_sigkill_mid_run_leaves_only_whole_runs(db_url: str) -> None:
             summaries = await store.summaries(info.session_id)
             assert [s.covers_from for s in summaries[1:]] == [s.covers_to for s in summaries[:-1]]
     lost = reported - set(archived)
-    print(
-        f'\ncrash: 30 SIGKILLs, {len(started)} runs attempted, {len(archived)} whole runs stored, '
-        f'{len(lost)} reported runs lost'
-    )
+    with capsys.disabled():  # the counts belong in the CI log
+        print(
+            f'\ncrash ({db_url.split(":")[0]}): 30 SIGKILLs, {len(started)} runs attempted, '
+            f'{len(archived)} whole runs stored, {len(lost)} reported runs lost'
+        )
     assert not lost
     assert len(archived) == len(set(archived))
     assert set(archived) <= started
