@@ -7,6 +7,7 @@ upgrades it; one at a revision this version doesn't know (made by a newer sessio
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -31,6 +32,7 @@ def _config(connection: Connection | None = None) -> Config:
     return config
 
 
+@cache
 def head_revision() -> str:
     """The revision this version of session-store's schema is at."""
     head = ScriptDirectory.from_config(_config()).get_current_head()
@@ -38,8 +40,9 @@ def head_revision() -> str:
     return head
 
 
-def _known_revisions() -> set[str]:
-    return {script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions()}
+@cache
+def _known_revisions() -> frozenset[str]:
+    return frozenset(script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions())
 
 
 def _state(connection: Connection) -> tuple[str | None, bool]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 import pydantic
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
 from pydantic_ai.usage import RunUsage
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import Row, Select, delete, func, insert, or_, select, union_all, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -43,6 +43,8 @@ _USAGE = pydantic.TypeAdapter(RunUsage)
 _EXPORT_FORMAT = 'session-store/1'
 _LOCKED_TRIES = 8
 _MAX_SEARCH = 1_000
+HitRow = Row[str, str | None, int, str, str]
+"""A search hit as read: session id, scope, position, payload, text."""
 LEASE_TTL = timedelta(seconds=30)
 """How long a waiting writer's lease lasts without renewal: what a crashed holder can delay others by."""
 T = TypeVar('T')
@@ -254,18 +256,25 @@ class SessionStore:
             check_id(scope, 'scope')
         await self.ready()
 
-        async def open_or_create(db: AsyncSession) -> None:
-            row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
-            if row is None:
-                try:
-                    async with db.begin_nested():
-                        db.add(new_session_row(session_id, scope))
-                except IntegrityError:  # created by a concurrent writer just now
-                    row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
-            if row is not None and scope is not None and row.scope != scope:
-                raise SessionConflict(session_id, 'it is stored under another scope')
+        async def stored_scope(db: AsyncSession) -> tuple[bool, str | None]:
+            found = (await db.execute(select(SessionRow.scope).where(SessionRow.session_id == session_id))).first()
+            return (False, None) if found is None else (True, found[0])
 
-        await self._write(session_id, open_or_create)
+        async def create(db: AsyncSession) -> tuple[bool, str | None]:
+            try:
+                async with db.begin_nested():
+                    db.add(new_session_row(session_id, scope))
+                return True, scope
+            except IntegrityError:  # created by a concurrent writer just now
+                return await stored_scope(db)
+
+        # Most opens find the session: a read, and a write transaction only to create one.
+        async with self.db() as db:
+            exists, stored = await stored_scope(db)
+        if not exists:
+            exists, stored = await self._write(session_id, create)
+        if scope is not None and stored != scope:
+            raise SessionConflict(session_id, 'it is stored under another scope')
         from .session import Session
 
         return Session(
@@ -367,39 +376,62 @@ class SessionStore:
             session_id: Only this session.
             limit: At most this many hits.
             match: `'phrase'`: messages containing `text` as typed (case-insensitive), newest first.
-                `'words'`: full-text, through the database's index: messages with any of `text`'s
-                words (stemmed), best match first.
+                `'words'`: full-text, through the database's index: messages with all of `text`'s
+                words (stemmed), then those with any, best match first.
         """
         if not isinstance(text, str) or not text.strip() or len(text) > _MAX_SEARCH or '\x00' in text:
             raise ValueError(f'search text must be a string of 1 to {_MAX_SEARCH} characters, without NUL.')
         if limit < 1:
             raise ValueError(f'limit must be >= 1; got {limit}.')
+        if match not in ('phrase', 'words'):
+            raise ValueError(f"match must be 'phrase' or 'words'; got {match!r}.")
         await self.ready()
         query = (
             select(SessionRow.session_id, SessionRow.scope, MessageRow.position, MessageRow.payload, MessageRow.text)
             .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
             .limit(limit)
         )
-        if match == 'words':
-            terms = words(text)
-            if not terms:
-                return []
-            query = rank_by_words(query, self.engine.dialect.name, terms)
-        elif match == 'phrase':
-            escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
-            query = query.where(MessageRow.text.ilike(f'%{escaped}%', escape='\\')).order_by(MessageRow.pk.desc())
-        else:
-            raise ValueError(f"match must be 'phrase' or 'words'; got {match!r}.")
         if scope is not None:
             query = query.where(SessionRow.scope == scope)
         if session_id is not None:
             query = query.where(SessionRow.session_id == check_id(session_id))
+        rows: Sequence[HitRow]
         async with self.db() as db:
-            rows = (await db.execute(query)).all()
+            if match == 'phrase':
+                escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+                phrase = MessageRow.text.ilike(f'%{escaped}%', escape='\\')
+                rows = (await db.execute(query.where(phrase).order_by(MessageRow.pk.desc()))).all()
+            else:
+                rows = await self._by_words(db, query, text, session_id, limit)
         return [
             SearchHit(session_id=sid, scope=sc, position=pos, message=decode(sid, pos, payload), text=found)
             for sid, sc, pos, payload, found in rows
         ]
+
+    async def _by_words(
+        self,
+        db: AsyncSession,
+        query: Select[str, str | None, int, str, str],
+        text: str,
+        session_id: str | None,
+        limit: int,
+    ) -> list[HitRow]:
+        """Messages with every word of `text` first (a selective query the index answers), then any word."""
+        terms = words(text)
+        session_pk = None
+        if session_id is not None:
+            session_pk = await db.scalar(select(SessionRow.pk).where(SessionRow.session_id == session_id))
+            if session_pk is None:
+                return []
+        if not terms:
+            return []
+        dialect = self.engine.dialect.name
+        rows = list((await db.execute(rank_by_words(query, dialect, terms, every=True, session_pk=session_pk))).all())
+        if len(rows) < limit and len(terms) > 1:
+            found = {(row[0], row[2]) for row in rows}
+            more = await db.execute(rank_by_words(query, dialect, terms, every=False, session_pk=session_pk))
+            rows += [row for row in more if (row[0], row[2]) not in found][: limit - len(rows)]
+        return rows
 
     async def delete(self, session_id: str, *, scope: str | None = None) -> None:
         """Delete a session with its archive and summaries. Under `scope`, only one saved with it."""
@@ -509,18 +541,17 @@ class SessionStore:
             summary = await db.scalar(
                 select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk.desc()).limit(1)
             )
+            # Two range scans on (session, position): the head (at least the first message, for its
+            # system prompt) and the tail. One OR'd condition would make the index serve only the
+            # session and read all of its archive.
+            head_end = min(max(row.head_end, 1), row.window_start)
+            in_session = select(MessageRow.position, MessageRow.payload).where(MessageRow.session_pk == row.pk)
             rows = (
                 await db.execute(
-                    select(MessageRow.position, MessageRow.payload)
-                    .where(
-                        MessageRow.session_pk == row.pk,
-                        or_(
-                            MessageRow.position == 0,
-                            MessageRow.position < row.head_end,
-                            MessageRow.position >= row.window_start,
-                        ),
-                    )
-                    .order_by(MessageRow.position)
+                    union_all(
+                        in_session.where(MessageRow.position < head_end),
+                        in_session.where(MessageRow.position >= row.window_start),
+                    ).order_by('position')
                 )
             ).all()
         loaded = [(position, decode(session_id, position, payload)) for position, payload in rows]

@@ -130,7 +130,13 @@ async def test_full_text_search_ranks_and_matches_stems(store_factory: StoreFact
         chatter = scripted_agent(ScriptedAssistant())
         await session.run(chatter, 'Turn M1 the parcel shipped yesterday')
         await session.run(chatter, 'Turn M2 shipping to Oslo and shipping insurance for the parcel')
+        await session.run(chatter, 'Turn M3 my order ORD-73519 was lost')
         hits = await store.search('shipping parcel', match='words')
         assert [h.position for h in hits[:2]] == [4, 0]  # both words twice beats both once
+        # Both databases split on punctuation alike, so the number alone finds the order.
+        for query in ('73519', 'ORD-73519', 'lost order 73519'):
+            assert [h.position for h in await store.search(query, match='words', session_id='s')][:1] == [8]
+        # Every word first, then any: the message with both words outranks those with one.
+        assert [h.position for h in await store.search('parcel yesterday', match='words')] == [0, 4]
         assert await store.search('"; DROP TABLE messages; --', match='words') == []
         assert await store.search('***', match='words') == []
