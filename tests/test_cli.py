@@ -1,0 +1,410 @@
+"""The `session-store` command, driven in subprocesses against real databases (SQLite files and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from click.testing import CliRunner
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+from sqlalchemy import Connection, text
+from sqlalchemy.engine import make_url
+
+from session_store import SessionStore
+from session_store.cli import from_json_lines, main, to_json_lines
+from session_store.migration import MIGRATIONS_DIR, head_revision
+
+Result = subprocess.CompletedProcess[str]
+
+
+def cli(
+    *args: str,
+    db: str | None = None,
+    cwd: Path,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    unset: Callable[[str], bool] = lambda name: False,
+) -> Result:
+    """`session-store [--db DB] ARGS...` in a new process, as a user would run it, without $SESSION_STORE_URL."""
+    environment = {k: v for k, v in os.environ.items() if k != 'SESSION_STORE_URL' and not unset(k)}
+    environment['COLUMNS'] = '200'  # rich wraps at the terminal's width; keep lines whole for the assertions
+    environment.update(env or {})
+    line = [sys.executable, '-m', 'session_store.cli', *(['--db', db] if db else []), *args]
+    return subprocess.run(
+        line, cwd=cwd, input=stdin or '', capture_output=True, text=True, env=environment, timeout=300, check=False
+    )
+
+
+def cli_many(*commands: Sequence[str], db: str | None = None, cwd: Path) -> list[Result]:
+    """Several read-only commands at once: each process spends most of its time importing."""
+    with ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 2)) as pool:
+        return list(pool.map(lambda args: cli(*args, db=db, cwd=cwd), commands))
+
+
+def ok(result: Result) -> str:
+    assert result.returncode == 0, f'exit {result.returncode}\n{result.stdout}\n{result.stderr}'
+    assert 'Traceback' not in result.stderr
+    return result.stdout
+
+
+def fails(result: Result, *fragments: str) -> str:
+    """The command failed with exit code 1 and exactly one readable line on stderr, holding `fragments`."""
+    assert result.returncode == 1, f'exit {result.returncode}\n{result.stdout}\n{result.stderr}'
+    assert 'Traceback' not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith('Error: ')
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def sessions_json(result: Result) -> dict[str, dict[str, object]]:
+    return {info['session_id']: info for info in json.loads(ok(result))}
+
+
+# The demo: the main job, on the embedded default database
+
+
+async def test_demo_runs_offline_and_leaves_a_database_the_other_commands_read(tmp_path: Path) -> None:
+    result = cli('demo', cwd=tmp_path)
+    report = ok(result)
+    assert (tmp_path / 'sessions.db').exists(), 'the demo writes ./sessions.db by default'
+    async with SessionStore(f'sqlite+aiosqlite:///{tmp_path / "sessions.db"}') as store:
+        chain = await store.summaries('demo')
+        window = await store.load_window('demo', None, store.processor)
+    last = chain[-1]
+    assert "session 'demo' (scope 'demo')" in report
+    assert re.search(r'messages archived +480 ', report)
+    assert re.search(rf'summaries made +{len(chain)} +one chain, covering messages 0-{last.covers_to - 1}\b', report)
+    assert len(chain) >= 10, 'a 120-turn conversation summarized every ~10 turns'
+    assert 'The summary chain continued across the restart' in report
+    for line in ('session-store history demo --limit 20', 'session-store summaries demo', 'session-store context demo'):
+        assert line in report
+    assert 'session-store search ORDER-1042' in report
+    assert 'Process 1 stopped after turn 60' in result.stderr  # the progress, on stderr
+
+    listing, history, summaries, context, hits = cli_many(
+        ['sessions'],
+        ['history', 'demo', '--limit', '20'],
+        ['summaries', 'demo'],
+        ['context', 'demo'],
+        ['search', 'ORDER-1042'],
+        cwd=tmp_path,
+    )
+    assert 'demo' in ok(listing) and '480' in listing.stdout
+    lines = ok(history).splitlines()
+    assert lines[0].startswith('[0] system: You are the support agent')
+    assert lines[1] == '[0] user: Hi, where is my order ORDER-1000? It was supposed to arrive by now.'
+    assert lines[2] == "[1] assistant → lookup_order(order_id='ORDER-1000')"
+    assert lines[4].startswith('[2] tool lookup_order ⇒ {"order_id": "ORDER-1000", "item": "kettle"')
+    assert lines[-1] == '… more: session-store history demo --offset 20 --limit 20'
+    assert f'#0  messages 0-{chain[0].covers_to - 1} ({chain[0].covers_to} new), the first' in ok(summaries)
+    assert f'#{last.index}  messages {last.covers_from}-{last.covers_to - 1}' in summaries.stdout
+    assert last.text.split('(')[0] in summaries.stdout  # 'Summary 14: 112 customer turns so far '
+    assert 'with a summary of the rest' in ok(context)
+    assert f'[{window.positions[0]}] system: You are the support agent' in context.stdout
+    assert f'[{window.positions[0]}] summary: {last.text[:40]}' in context.stdout
+    assert context.stdout.rstrip().endswith('[next] user: <the new prompt>')
+    assert 'demo [24] user: Hi, where is my order ORDER-1042?' in ok(hits)
+
+    # Run again: a new session beside the first; --fresh replaces it instead.
+    again = ok(cli('demo', '--turns', '4', cwd=tmp_path))
+    assert "session 'demo-2'" in again and 'session-store history demo-2 --limit 20' in again
+    ok(cli('demo', '--turns', '4', '--fresh', cwd=tmp_path))
+    listed = sessions_json(cli('sessions', '--json', cwd=tmp_path))
+    assert {name: info['message_count'] for name, info in listed.items()} == {'demo': 16, 'demo-2': 16}
+
+
+# Reviewing, on both backends
+
+
+async def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) -> None:
+    report = ok(cli('demo', '--turns', '24', db=db_url, cwd=tmp_path))
+    if make_url(db_url).password is None:
+        assert f'session-store history demo --limit 20 --db {db_url}' in report, 'suggested commands name the database'
+    else:  # but never print its password
+        password = make_url(db_url).password
+        assert 'session-store history demo --limit 20 ' in report and '--db' not in report
+        assert 'set $SESSION_STORE_URL' in report and password is not None and str(password) not in report
+    async with SessionStore(db_url) as store:
+        archive = await store.history('demo', limit=None)
+        chain = await store.summaries('demo')
+        window = await store.load_window('demo', None, store.processor)
+    assert len(archive) == 96 and len(chain) >= 2
+
+    results = cli_many(
+        ['sessions', '--json'],
+        ['sessions', '--scope', 'demo'],
+        ['sessions', '--scope', 'nobody'],
+        ['history', 'demo', '--offset', '4', '--limit', '4'],
+        ['history', 'demo', '--all', '--json'],
+        ['history', 'demo', '--offset', '90', '--limit', '50', '--json'],
+        ['summaries', 'demo', '--json'],
+        ['summaries', 'demo'],
+        ['context', 'demo', '--json'],
+        ['search', 'order-1042', '--json'],
+        ['search', 'ORDER-1042', '--session', 'demo', '--limit', '2'],
+        ['search', 'no such text anywhere'],
+        db=db_url,
+        cwd=tmp_path,
+    )
+    listed, scoped, unscoped, page, everything, last_page, chain_json, chain_text, window_json = results[:9]
+    hits, few, none = results[9:]
+
+    info = sessions_json(listed)['demo']
+    assert (info['scope'], info['message_count'], info['summary_count']) == ('demo', 96, len(chain))
+    assert 'demo' in ok(scoped) and '96' in scoped.stdout
+    assert 'No sessions under scope' in ok(unscoped)
+
+    lines = ok(page).splitlines()
+    assert [line.split(']')[0] for line in lines if line.startswith('[')] == ['[4', '[5', '[5', '[6', '[6', '[7']
+    assert lines[6].startswith('… more: session-store history demo --offset 8 --limit 4')
+
+    stored = json.loads(ok(everything))
+    assert ModelMessagesTypeAdapter.validate_python(stored['messages']) == archive
+    assert stored['next_offset'] is None
+    tail = json.loads(ok(last_page))
+    assert (tail['offset'], len(tail['messages']), tail['next_offset']) == (90, 6, None)
+
+    links = json.loads(ok(chain_json))
+    assert [(s['covers_from'], s['covers_to'], s['text']) for s in links] == [
+        (s.covers_from, s.covers_to, s.text) for s in chain
+    ]
+    assert [s['covers_from'] for s in links[1:]] == [s['covers_to'] for s in links[:-1]]
+    assert f'#1  messages {chain[1].covers_from}-{chain[1].covers_to - 1}' in ok(chain_text)
+    assert 'extends #0' in chain_text.stdout
+
+    shown = json.loads(ok(window_json))
+    assert shown['positions'] == window.positions
+    assert ModelMessagesTypeAdapter.validate_python(shown['messages']) == window.messages
+    assert shown['archived_messages'] == 96 and len(shown['tokens']) == len(window.messages)
+    assert any(part['part_kind'] == 'compaction' for message in shown['messages'] for part in message['parts'])
+
+    found = json.loads(ok(hits))
+    assert found and all('ORDER-1042' in hit['text'] for hit in found)
+    assert [hit['position'] for hit in found] == sorted((hit['position'] for hit in found), reverse=True)
+    assert {hit['position'] for hit in found} >= {24, 25, 26, 27}  # turn 6's prompt, calls, returns and answer
+    assert '2 messages containing' in ok(few) and 'pass --limit for more' in few.stdout
+    assert "No archived message contains 'no such text anywhere'" in ok(none)
+
+    # The URL can come from the environment instead of --db.
+    from_env = cli('sessions', '--json', cwd=tmp_path, env={'SESSION_STORE_URL': db_url})
+    assert set(sessions_json(from_env)) == {'demo'}
+
+
+async def test_export_import_round_trip_is_exact(new_database: Callable[[], str], tmp_path: Path) -> None:
+    source, target = new_database(), new_database()
+    ok(cli('demo', '--turns', '12', db=source, cwd=tmp_path))
+    ok(cli('export', 'demo', '-o', str(tmp_path / 'demo.jsonl'), db=source, cwd=tmp_path))
+    lines = [json.loads(line) for line in (tmp_path / 'demo.jsonl').read_text().splitlines()]
+    assert [line['kind'] for line in lines[:2]] == ['session', 'message']
+    assert [line['position'] for line in lines if line['kind'] == 'message'] == list(range(48))
+    assert any(line['kind'] == 'summary' for line in lines)
+
+    imported = ok(cli('import', str(tmp_path / 'demo.jsonl'), db=target, cwd=tmp_path))
+    assert "Imported 'demo'" in imported and '48 messages' in imported
+    before, after = cli_many(
+        ['history', 'demo', '--all', '--json'], ['summaries', 'demo', '--json'], db=source, cwd=tmp_path
+    )
+    again, again_chain, exported_again = cli_many(
+        ['history', 'demo', '--all', '--json'],
+        ['summaries', 'demo', '--json'],
+        ['export', 'demo'],
+        db=target,
+        cwd=tmp_path,
+    )
+    assert json.loads(ok(again)) == json.loads(ok(before))
+    assert json.loads(ok(again_chain)) == json.loads(ok(after))
+    assert ok(exported_again) == (tmp_path / 'demo.jsonl').read_text(), 'export -> import -> export is byte-identical'
+
+    # The id is taken now; under another id and scope it goes in, and that scope lists only it.
+    fails(cli('import', str(tmp_path / 'demo.jsonl'), db=target, cwd=tmp_path), "session 'demo' already exists")
+    ok(
+        cli(
+            'import',
+            '-',
+            '--session-id',
+            'copy',
+            '--scope',
+            'other',
+            db=target,
+            cwd=tmp_path,
+            stdin=exported_again.stdout,
+        )
+    )
+    assert set(sessions_json(cli('sessions', '--scope', 'other', '--json', db=target, cwd=tmp_path))) == {'copy'}
+
+    # Delete asks first; answering no keeps the session.
+    declined = cli('delete', 'copy', db=target, cwd=tmp_path, stdin='n\n')
+    assert declined.returncode == 1 and 'Traceback' not in declined.stderr
+    assert "Deleted session 'copy'" in ok(cli('delete', 'copy', '--yes', db=target, cwd=tmp_path))
+    fails(cli('history', 'copy', db=target, cwd=tmp_path), "No session 'copy'")
+    assert set(sessions_json(cli('sessions', '--json', db=target, cwd=tmp_path))) == {'demo'}
+
+
+def test_import_rejects_a_file_that_is_not_an_export(tmp_path: Path) -> None:
+    (tmp_path / 'bad.jsonl').write_text('{"kind": "session", "format": "session-store/1"}\nnot json\n')
+    fails(
+        cli('import', str(tmp_path / 'bad.jsonl'), db=f'sqlite:///{tmp_path / "x.db"}', cwd=tmp_path),
+        'bad.jsonl, line 2: not JSON',
+    )
+
+
+def test_json_lines_reassemble_the_export_document() -> None:
+    document = {
+        'format': 'session-store/1',
+        'session_id': 's',
+        'scope': None,
+        'head_end': 0,
+        'window_start': 2,
+        'usage': {},
+        'metadata': {'a': 1},
+        'messages': [{'kind': 'request', 'parts': []}, {'kind': 'response', 'parts': []}],
+        'tokens': [3, 4],
+        'summaries': [{'covers_from': 0, 'covers_to': 1, 'text': 'x'}],
+    }
+    assert from_json_lines(to_json_lines(document), 'f') == document
+    lines = list(to_json_lines(document))
+    with pytest.raises(Exception, match='line 2: message at position 1, expected 0'):
+        from_json_lines([lines[0], lines[2]], 'f')
+    with pytest.raises(Exception, match='expected the session header first'):
+        from_json_lines(lines[1:], 'f')
+
+
+# Chat
+
+
+def test_chat_runs_each_line_through_the_stored_session(db_url: str, tmp_path: Path) -> None:
+    first = cli(
+        'chat', 'c1', '--model', 'test', '--system', 'Be brief.',
+        db=db_url, cwd=tmp_path, stdin='hello there\n\nwhere is ORDER-1042?\n/quit\nnever sent\n',
+    )  # fmt: skip
+    reply = 'assistant: success (no tool calls)'
+    assert ok(first).splitlines() == [f'[1] {reply}', f'[3] {reply}']
+    resumed = cli('chat', 'c1', '--model', 'test', db=db_url, cwd=tmp_path, stdin='again\n')
+    assert ok(resumed).splitlines() == [f'[5] {reply}']
+    lines = ok(cli('history', 'c1', db=db_url, cwd=tmp_path)).splitlines()
+    assert lines[:2] == ['[0] system: Be brief.', '[0] user: hello there']
+    assert '[2] user: where is ORDER-1042?' in lines and '[4] user: again' in lines
+    assert not any('never sent' in line for line in lines)
+
+
+def test_chat_without_a_usable_model_fails_in_one_line(tmp_path: Path) -> None:
+    db = f'sqlite:///{tmp_path / "chat.db"}'
+    fails(cli('chat', 'c1', '--model', 'nonsense', db=db, cwd=tmp_path), 'Unknown model: nonsense')
+    # Without the provider package or without the key: either way one line, before anything is stored.
+    no_key = cli('chat', 'c1', '--model', 'openai:gpt-4o', db=db, cwd=tmp_path, unset=lambda k: k.endswith('_API_KEY'))
+    fails(no_key, 'Model error')
+    assert not (tmp_path / 'chat.db').exists()
+
+
+# Errors: one line, exit code 1, no traceback
+
+
+def test_errors_are_one_readable_line(tmp_path: Path) -> None:
+    db = f'sqlite:///{tmp_path / "sessions.db"}'
+    ok(cli('migrate', db=db, cwd=tmp_path))
+    results = cli_many(
+        ['history', 'nosuch'],
+        ['summaries', 'nosuch'],
+        ['context', 'nosuch'],
+        ['export', 'nosuch'],
+        ['delete', 'nosuch', '--yes'],
+        ['--db', 'nonsense', 'sessions'],
+        ['--db', 'mysql://u@h/db', 'sessions'],
+        ['--db', 'postgresql+asyncpg://u:p@127.0.0.1:1/x', 'sessions'],
+        ['--db', f'sqlite:///{tmp_path / "typo.db"}', 'history', 'demo'],
+        db=db,
+        cwd=tmp_path,
+    )
+    for result in results[:5]:
+        fails(result, "No session 'nosuch'")
+    fails(results[5], "Not a database URL: 'nonsense'")
+    fails(results[6], 'Unsupported database URL')
+    fails(results[7], 'Cannot reach the database at postgresql+asyncpg://u:***@127.0.0.1:1/x')
+    fails(results[8], 'No database file at', 'session-store demo')
+    assert not (tmp_path / 'typo.db').exists(), 'reviewing a mistyped path leaves no empty database behind'
+
+
+async def _upgrade(url: str, revision: str) -> None:
+    def upgrade(connection: Connection) -> None:
+        config = Config()
+        config.set_main_option('script_location', str(MIGRATIONS_DIR))
+        config.attributes['connection'] = connection
+        command.upgrade(config, revision)
+
+    store = SessionStore(url, migrate=False)
+    try:
+        async with store.engine.begin() as connection:
+            await connection.run_sync(upgrade)
+    finally:
+        await store.close()
+
+
+async def _stamp(url: str, revision: str) -> None:
+    store = SessionStore(url, migrate=False)
+    try:
+        async with store.engine.begin() as connection:
+            await connection.execute(text('UPDATE alembic_version SET version_num = :v'), {'v': revision})
+    finally:
+        await store.close()
+
+
+async def test_a_database_needing_migration_says_so_and_migrate_fixes_it(
+    new_database: Callable[[], str], tmp_path: Path
+) -> None:
+    empty, older, newer = new_database(), new_database(), new_database()
+    for url in (empty, older, newer):
+        if url.startswith('sqlite'):
+            Path(url.split('///', 1)[1]).touch()  # an existing, empty SQLite file
+    head = head_revision()
+    await _upgrade(older, '0001')
+    await _upgrade(newer, 'head')
+    await _stamp(newer, 'f00dfeed')
+
+    refused = cli_many(
+        ['--db', empty, 'sessions'], ['--db', older, 'sessions'], ['--db', newer, 'sessions'], cwd=tmp_path
+    )
+    fails(refused[0], 'is empty', 'session-store migrate')
+    if head != '0001':
+        fails(refused[1], 'at schema revision 0001, older than', 'session-store migrate')
+    fails(refused[2], 'f00dfeed', 'does not know')
+
+    assert f'Created the session-store schema (revision {head})' in ok(cli('migrate', db=empty, cwd=tmp_path))
+    upgraded = ok(cli('migrate', db=older, cwd=tmp_path))
+    assert (f'from schema revision 0001 to {head}' if head != '0001' else 'nothing to do') in upgraded
+    assert 'nothing to do' in ok(cli('migrate', db=older, cwd=tmp_path))
+    fails(cli('migrate', db=newer, cwd=tmp_path), 'Cannot migrate', 'f00dfeed')
+    for url in (empty, older):
+        assert 'No sessions' in ok(cli('sessions', db=url, cwd=tmp_path))
+
+
+# Help
+
+
+def test_every_command_has_help() -> None:
+    runner = CliRunner()
+    top = runner.invoke(main, ['--help'])
+    assert top.exit_code == 0 and 'SESSION_STORE_URL' in top.output
+    visible = [name for name, command in main.commands.items() if not command.hidden]
+    assert set(visible) == {
+        'chat', 'context', 'delete', 'demo', 'export', 'history', 'import',
+        'migrate', 'search', 'sessions', 'summaries',
+    }  # fmt: skip
+    for name in visible:
+        assert name in top.output
+        shown = runner.invoke(main, [name, '--help'])
+        assert shown.exit_code == 0, shown.output
+        summary = (main.commands[name].help or '').split('\n')[0]
+        assert summary and summary.split(':')[0] in ' '.join(shown.output.split())
+        assert '--db' in shown.output
