@@ -99,9 +99,16 @@ class Lineage:
             and messages[known - 1] is self.messages[known - 1]
         )
 
-    async def extend(self, messages: Sequence[ModelMessage], counter: TokenCounter) -> None:
-        for message in messages[len(self.messages) :]:
-            self.cum_tokens.append(self.cum_tokens[-1] + await count(counter, [message]))
+    async def extend(
+        self, messages: Sequence[ModelMessage], counter: TokenCounter, known: Sequence[int | None] = ()
+    ) -> None:
+        """Index the messages past those already indexed; `known[i]` is `messages[i]`'s count, if counted before."""
+        for index in range(len(self.messages), len(messages)):
+            message = messages[index]
+            tokens = known[index] if index < len(known) else None
+            if tokens is None:
+                tokens = await count(counter, [message])
+            self.cum_tokens.append(self.cum_tokens[-1] + tokens)
             self.messages.append(message)
             self.cuts.append(message)
             self._note_calls(message)
@@ -239,6 +246,14 @@ class Windowing:
                     lineage.touched = True
             lineage.sent = (len(lineage.messages), estimate - lineage.overhead)
             return window
+
+    async def remember(self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None]) -> None:
+        """Index a history ahead of its first request, with the token counts already known for it."""
+        if messages and self.find(messages) is None:
+            lineage = self._new_lineage(messages)
+            async with lineage.lock:
+                await lineage.extend(messages, self.counter, token_counts)
+                await self._open(lineage)
 
     def find(self, messages: Sequence[ModelMessage]) -> Lineage | None:
         """The lineage `messages` is, possibly grown since."""
@@ -397,6 +412,19 @@ class WindowedProcessor:
 
     async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
         raise NotImplementedError
+
+    async def remember(self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None]) -> None:
+        """Take the token counts of a history this processor is about to see, so they aren't counted again.
+
+        For code that stores counts: `token_counts[i]` is `messages[i]`'s count, or `None` to count it.
+        """
+        await self._windowing.remember(messages, token_counts)
+
+    def token_counts(self, messages: Sequence[ModelMessage]) -> list[int | None]:
+        """The count this processor made of each of `messages` (the history it saw, possibly grown since), or `None`."""
+        lineage = self._windowing.find(messages)
+        cum = lineage.cum_tokens if lineage is not None else [0]
+        return [cum[i + 1] - cum[i] if i + 1 < len(cum) else None for i in range(len(messages))]
 
     def compaction_state(self, messages: Sequence[ModelMessage]) -> CompactionState | None:
         """The committed window of the history `messages` is (or grew from), or `None` if never compacted.

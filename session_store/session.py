@@ -167,7 +167,10 @@ class Session:
                         await result
 
             processor = replace(processor, on_summary=collect)
-        return _Run(loaded=loaded, capability=as_capability(processor), summaries=made)
+        capability = as_capability(processor)
+        # The stored counts stand for the window's messages: each message is counted once, when stored.
+        await capability.remember(loaded.messages, loaded.tokens)
+        return _Run(loaded=loaded, capability=capability, summaries=made)
 
     def _agent_kwargs(self, run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The caller's arguments plus the stored history, the window capability and the recall tools."""
@@ -213,7 +216,10 @@ class Session:
                 summaries.append(
                     (min(covered), max(covered) + 1, summary.text, summary.tokens, summary.model_name, summary.usage)
                 )
+        # The processor counted every message up to the run's last request; only the rest is counted here.
+        counted = run.capability.token_counts(all_messages)[known:]
         counter = self.processor.token_counter
+        tokens = [t if t is not None else await count(counter, [m]) for m, t in zip(new_messages, counted, strict=True)]
         total = replace(loaded.usage)
         total.incr(usage)
         await self.store.store_run(
@@ -221,7 +227,7 @@ class Session:
             loaded,
             RunRecord(
                 messages=new_messages,
-                tokens=[await count(counter, [message]) for message in new_messages],
+                tokens=tokens,
                 head_end=head_end,
                 window_start=window_start,
                 summaries=summaries,

@@ -119,6 +119,8 @@ class LoadedWindow:
     """The head, then the tail, whose first request carries the bridge (summary or system prompt)."""
     positions: list[int]
     """Each message's archive position."""
+    tokens: list[int | None]
+    """Each message's stored token count; `None` for the one that carries the bridge, which changed it."""
     usage: RunUsage
 
 
@@ -545,7 +547,9 @@ class SessionStore:
             # system prompt) and the tail. One OR'd condition would make the index serve only the
             # session and read all of its archive.
             head_end = min(max(row.head_end, 1), row.window_start)
-            in_session = select(MessageRow.position, MessageRow.payload).where(MessageRow.session_pk == row.pk)
+            in_session = select(MessageRow.position, MessageRow.payload, MessageRow.tokens).where(
+                MessageRow.session_pk == row.pk
+            )
             rows = (
                 await db.execute(
                     union_all(
@@ -554,22 +558,22 @@ class SessionStore:
                     ).order_by('position')
                 )
             ).all()
-        loaded = [(position, decode(session_id, position, payload)) for position, payload in rows]
-        head = [(p, m) for p, m in loaded if p < row.head_end]
-        tail = [(p, m) for p, m in loaded if p >= row.window_start and p >= row.head_end]
+        loaded = [(position, decode(session_id, position, payload), tokens) for position, payload, tokens in rows]
+        head = [entry for entry in loaded if entry[0] < row.head_end]
+        tail = [entry for entry in loaded if entry[0] >= row.window_start and entry[0] >= row.head_end]
         first = loaded[0][1] if loaded and loaded[0][0] == 0 else None
         parts: list[ModelRequestPart] = []
         if summary is not None:
             parts = list(summary_request(bridge_parts(first, processor), summary.text).parts)
         elif row.window_start > row.head_end:  # the system prompt's own message was cut
             parts = list(bridge_parts(first, processor))
+        window: list[tuple[int, ModelMessage, int | None]] = [*head, *tail]
         if parts and tail:
             # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request
             # (a cut always starts the tail with one); the run's history then lines up with the archive.
-            position, opening = tail[0]
+            position, opening, _ = tail[0]
             assert isinstance(opening, ModelRequest)
-            tail[0] = (position, replace(opening, parts=[*parts, *opening.parts]))
-        window = [*head, *tail]
+            window[len(head)] = (position, replace(opening, parts=[*parts, *opening.parts]), None)
         return LoadedWindow(
             session_pk=row.pk,
             revision=row.revision,
@@ -577,8 +581,9 @@ class SessionStore:
             head_end=row.head_end,
             window_start=row.window_start,
             summary_pk=None if summary is None else summary.pk,
-            messages=[m for _, m in window],
-            positions=[p for p, _ in window],
+            messages=[m for _, m, _ in window],
+            positions=[p for p, _, _ in window],
+            tokens=[t for _, _, t in window],
             usage=load_usage(row.usage),
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from sqlalchemy import text
 
-from processors import SummarizationProcessor
+from processors import SlidingWindowProcessor, SummarizationProcessor, count_tokens_approximately
 from session_store import SchemaMismatch, SessionConflict, SessionNotFound, SessionStore, StoreError
 from session_store.migration import head_revision
 from tests.scripted import ScriptedAssistant, ScriptedSummarizer, Stop, scripted_agent
@@ -285,3 +286,18 @@ async def test_stores_opening_one_empty_database_at_once_migrate_it_once(store_f
     assert versions == [(head_revision(),)]
     await converse(stores[1], 'after', 1)
     assert len(await stores[2].history('after', limit=None)) == 4
+
+
+async def test_each_message_is_counted_once_and_the_count_kept(store_factory: StoreFactory) -> None:
+    from tests.test_tokens import CountingCounter
+
+    counter = CountingCounter()
+    processor = SlidingWindowProcessor(trigger=('messages', 40), keep=('messages', 12), token_counter=counter)
+    async with store_factory(processor=processor) as store:
+        await converse(store, 's1', 20)
+        archived = await store.history('s1', limit=None)
+        exported = json.loads(await store.export('s1'))
+    # A run counts its new messages, plus the bridge-carrying request and the system prompt alone
+    # it rebuilds; the stored window itself is never counted again.
+    assert len(archived) <= counter.counted <= len(archived) + 2 * 20
+    assert exported['tokens'] == [count_tokens_approximately([m]) for m in archived]
