@@ -6,8 +6,8 @@ Run it with one command from anywhere (the project venv is fine, so is a bare `p
     python benchmarks/processors.py --sizes 1000 10000 --rounds 10
 
 The peer library is never a dependency of this project. When it isn't importable at the pinned
-version, the script makes a private venv at `<repo>/.bench-venv` (gitignored), installs this project
-(editable) and `summarization-pydantic-ai==0.1.11` into it, and re-executes itself there.
+version, the script re-executes itself in the private venv `<repo>/.bench-venv` (gitignored), made or
+brought up to date first with this project (editable) and every benchmark's peer: see `_bench_env.py`.
 
 What is measured: the steady state of an agent run, where the processor runs once per model request
 on a history that grew by two messages (the model's response and the next request) since the last
@@ -38,89 +38,24 @@ Both libraries' outputs are sanity-checked along the way. Timings are printed, n
 
 from __future__ import annotations
 
+from _bench_env import OUR_DIST, PEERS, SUMMARIZATION, distribution, ensure_environment, pin
+
+ensure_environment([SUMMARIZATION])
+
 import argparse
 import asyncio
-import gc
 import importlib.metadata
-import importlib.util
-import os
-import platform
 import random
 import statistics
-import subprocess
-import sys
 import time
-import venv
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Literal
 
-REPO = Path(__file__).resolve().parent.parent
-BENCH_VENV = REPO / '.bench-venv'
-PEER_DIST = 'summarization-pydantic-ai'
-PEER_MODULE = 'pydantic_ai_summarization'
-PEER_VERSION = '0.1.11'
-OUR_DIST = 'pydantic-ai-session-store'
-_REEXEC_FLAG = 'PROCESSORS_BENCH_REEXEC'
-
-
-def _unshadow_processors_package() -> None:
-    """Run as a script, this file's directory heads `sys.path`, and its name would shadow `processors`."""
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [entry for entry in sys.path if Path(entry or '.').resolve() != here]
-
-
-def _peer_ready() -> bool:
-    """Whether this interpreter imports both libraries, the peer at the pinned version."""
-    if importlib.util.find_spec(PEER_MODULE) is None or importlib.util.find_spec('processors') is None:
-        return False
-    try:
-        return importlib.metadata.version(PEER_DIST) == PEER_VERSION
-    except importlib.metadata.PackageNotFoundError:
-        return False
-
-
-def _venv_python() -> Path:
-    return BENCH_VENV / ('Scripts/python.exe' if os.name == 'nt' else 'bin/python')
-
-
-def _venv_ready(python: Path) -> bool:
-    """Whether the bench venv imports both libraries, the peer at the pinned version."""
-    probe = (
-        f'import importlib.metadata as m, processors, {PEER_MODULE}; '
-        f'raise SystemExit(m.version({PEER_DIST!r}) != {PEER_VERSION!r})'
-    )
-    # Run outside the repo, so `processors` must come from the installed project, not the cwd.
-    result = subprocess.run([str(python), '-c', probe], cwd=BENCH_VENV, capture_output=True, check=False)
-    return result.returncode == 0
-
-
-def _ensure_environment() -> None:
-    """Continue here if the peer is importable at the pinned version, else re-exec in the bench venv."""
-    if _peer_ready():
-        return
-    if os.environ.get(_REEXEC_FLAG):
-        raise SystemExit(f'{PEER_DIST}=={PEER_VERSION} is still not importable in {sys.prefix}.')
-    python = _venv_python()
-    if not python.exists():
-        print(f'Creating {BENCH_VENV} for the benchmark ...', flush=True)
-        venv.EnvBuilder(with_pip=True).create(BENCH_VENV)
-    if not _venv_ready(python):
-        print(f'Installing this project and {PEER_DIST}=={PEER_VERSION} into {BENCH_VENV} ...', flush=True)
-        install = [str(python), '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check']
-        subprocess.run([*install, '-e', str(REPO), f'{PEER_DIST}=={PEER_VERSION}'], check=True)
-    os.environ[_REEXEC_FLAG] = '1'
-    os.execv(str(python), [str(python), str(Path(__file__).resolve()), *sys.argv[1:]])
-
-
-_unshadow_processors_package()
-if __name__ == '__main__':
-    _ensure_environment()
-
 import pydantic_ai_summarization as peer
+from _bench_util import load_average, machine, quiet_gc, size_label
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -134,6 +69,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import processors as ours
+
+PEER_DIST = distribution(PEERS[SUMMARIZATION])
+PEER_VERSION = pin(PEERS[SUMMARIZATION])
 
 Processor = Callable[[list[ModelMessage]], Awaitable[list[ModelMessage]]]
 
@@ -338,17 +276,6 @@ class Timing:
         return statistics.median(self.seconds) * 1_000
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No collection pauses inside the timed calls, as in `timeit`; one full collection before them."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 async def _timed_call(processor: Processor, messages: list[ModelMessage]) -> tuple[float, list[ModelMessage]]:
     start = time.perf_counter()
     window = await processor(messages)
@@ -372,7 +299,7 @@ async def measure(
     inputs = [history[:length] for length in input_lengths]
     windows: list[list[ModelMessage]] = []
     seconds: list[float] = []
-    with _gc_paused():
+    with quiet_gc():
         for messages in inputs:
             elapsed, window = await _timed_call(processor, messages)
             seconds.append(elapsed)
@@ -455,10 +382,6 @@ def _ms(value: float) -> str:
     return f'{value:.4f}' if value < 1 else f'{value:.2f}'
 
 
-def _k(size: int) -> str:
-    return f'{size // 1000}k' if size % 1000 == 0 else f'{size:,}'
-
-
 def _window_sizes(timing: Timing) -> str:
     """The range of window lengths the timed calls returned, or `whole` if nothing was trimmed."""
     lengths = timing.window_lengths
@@ -493,7 +416,7 @@ def print_table(rows: list[Row]) -> None:
         growth = row.ours.median_ms / base[row.scenario.name]
         cells = [
             row.scenario.name,
-            _k(row.size),
+            size_label(row.size),
             _ms(row.ours.median_ms),
             _ms(row.peer.median_ms),
             f'{row.speedup:.1f}x',
@@ -503,7 +426,7 @@ def print_table(rows: list[Row]) -> None:
         ]
         print(_line(cells))
     print(
-        f'ms/req: median per call; speedup: peer/ours; ours growth: ours ms/req over ours at {_k(smallest)}; '
+        f'ms/req: median per call; speedup: peer/ours; ours growth: ours ms/req over ours at {size_label(smallest)}; '
         'R: timed calls; window: messages returned.'
     )
 
@@ -521,19 +444,16 @@ def print_summary(rows: list[Row]) -> None:
         mid, low, high = by_size[at], by_size[sizes[0]], by_size[sizes[-1]]
         growth = high.ours.median_ms / low.ours.median_ms
         print(
-            f'{scenario.label} @{_k(at)}: ours {_ms(mid.ours.median_ms)} ms vs peer '
+            f'{scenario.label} @{size_label(at)}: ours {_ms(mid.ours.median_ms)} ms vs peer '
             f'{_ms(mid.peer.median_ms)} ms = {mid.speedup:.1f}x faster '
             f'(target >= {TARGET_SPEEDUP:.0f}x: {_verdict(mid.speedup >= TARGET_SPEEDUP)}); '
-            f'growth {_k(sizes[0])}->{_k(sizes[-1])} ours: {growth:.2f}x '
+            f'growth {size_label(sizes[0])}->{size_label(sizes[-1])} ours: {growth:.2f}x '
             f'(target <= {TARGET_GROWTH:.0f}x: {_verdict(growth <= TARGET_GROWTH)})'
         )
 
 
 def print_versions() -> None:
-    print(
-        f'Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; '
-        f'pydantic-ai-slim {importlib.metadata.version("pydantic-ai-slim")}'
-    )
+    print(f'{machine()}; pydantic-ai-slim {importlib.metadata.version("pydantic-ai-slim")}')
     print(f'ours: {OUR_DIST} {importlib.metadata.version(OUR_DIST)} ({Path(ours.__file__).parent})')
     print(f'peer: {PEER_DIST} {importlib.metadata.version(PEER_DIST)} ({Path(peer.__file__).parent})')
 
@@ -567,7 +487,7 @@ async def bench(sizes: Sequence[int], rounds: int) -> list[Row]:
             row = Row(scenario, size, Timing.of(ours_calls), Timing.of(peer_calls))
             rows.append(row)
             print(
-                f'  {scenario.name} @ {_k(size)}: ours {_ms(row.ours.median_ms)} ms, '
+                f'  {scenario.name} @ {size_label(size)}: ours {_ms(row.ours.median_ms)} ms, '
                 f'peer {_ms(row.peer.median_ms)} ms per request; warm-up call (ours indexes the history): '
                 f'ours {_ms(ours_calls.warm_seconds * 1_000)} ms, peer {_ms(peer_calls.warm_seconds * 1_000)} ms, '
                 f'windows ours {len(ours_calls.warm_window)}, peer {len(peer_calls.warm_window)}',
@@ -588,6 +508,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     print_versions()
+    print(load_average('at start'))
     if importlib.metadata.version(PEER_DIST) != PEER_VERSION:
         raise SystemExit(f'expected {PEER_DIST}=={PEER_VERSION}, found {importlib.metadata.version(PEER_DIST)}')
     started = time.perf_counter()
@@ -596,7 +517,7 @@ def main() -> None:
     print_table(rows)
     print()
     print_summary(rows)
-    print(f'\nTotal {time.perf_counter() - started:.0f}s.')
+    print(f'\nTotal {time.perf_counter() - started:.0f}s; {load_average("at the end")}.')
 
 
 if __name__ == '__main__':

@@ -379,7 +379,7 @@ class SessionStore:
             limit: At most this many hits.
             match: `'phrase'`: messages containing `text` as typed (case-insensitive), newest first.
                 `'words'`: full-text, through the database's index: messages with all of `text`'s
-                words (stemmed), then those with any, best match first.
+                words (stemmed), or if none has them all, with any; best match first.
         """
         if not isinstance(text, str) or not text.strip() or len(text) > _MAX_SEARCH or '\x00' in text:
             raise ValueError(f'search text must be a string of 1 to {_MAX_SEARCH} characters, without NUL.')
@@ -418,7 +418,7 @@ class SessionStore:
         session_id: str | None,
         limit: int,
     ) -> list[HitRow]:
-        """Messages with every word of `text` first (a selective query the index answers), then any word."""
+        """Messages with every word of `text` (a selective query the index answers), else with any of them."""
         terms = words(text)
         session_pk = None
         if session_id is not None:
@@ -429,10 +429,11 @@ class SessionStore:
             return []
         dialect = self.engine.dialect.name
         rows = list((await db.execute(rank_by_words(query, dialect, terms, every=True, session_pk=session_pk))).all())
-        if len(rows) < limit and len(terms) > 1:
-            found = {(row[0], row[2]) for row in rows}
-            more = await db.execute(rank_by_words(query, dialect, terms, every=False, session_pk=session_pk))
-            rows += [row for row in more if (row[0], row[2]) not in found][: limit - len(rows)]
+        if not rows and len(terms) > 1:
+            # Nothing has every word: rank what has any (slower, since common words match widely).
+            rows = list(
+                (await db.execute(rank_by_words(query, dialect, terms, every=False, session_pk=session_pk))).all()
+            )
         return rows
 
     async def delete(self, session_id: str, *, scope: str | None = None) -> None:

@@ -1,0 +1,836 @@
+"""Session storage cost of `session_store.SessionStore` against the OpenAI Agents SDK's `SQLAlchemySession`,
+on SQLite and on PostgreSQL.
+
+Run it with one command from the repo root (the project venv is fine, so is a bare `python3`):
+
+    python benchmarks/store.py
+    python benchmarks/store.py --turns 100 --sizes 100 10000 --repeats 5     # a quicker pass
+    python benchmarks/store.py --backends postgresql                          # one backend
+
+The peer is never a dependency of this project. When `openai-agents[sqlalchemy]` isn't importable, the
+script re-executes itself in the private venv `<repo>/.bench-venv` (gitignored), made or brought up to
+date first with this project (editable) and every benchmark's peer: see `_bench_env.py`. The peer never
+calls a model: no API keys, no network beyond pip.
+
+Backends, each library with its own defaults in its own database:
+- SQLite: an aiosqlite file in a temporary directory.
+- PostgreSQL (asyncpg): a fresh database on a real server from `tests/_postgres.py` (the server named by
+  `$SESSION_STORE_TEST_PG_URL`, else a throwaway local cluster when PostgreSQL is installed; it runs with
+  fsync off, for both libraries alike), dropped at the end. Skipped, saying why, when there is no server.
+  After an archive is built, ANALYZE refreshes the planner's statistics, as autovacuum would.
+
+The conversation is made of tool-using turns of 4 messages: a user request, a response calling a tool,
+the request returning its result, a text answer. The peer stores the same turn as 4 OpenAI Responses
+input items (a user message, a `function_call`, a `function_call_output`, an assistant message).
+
+1. Append throughput, messages (items) stored per second over `--turns` turns on one session, on a
+   fresh database each time, median of 3:
+   - ours through an agent: `session.run(agent, prompt)` with a pydantic-ai `Agent` on the tests'
+     scripted `FunctionModel` (one turn per run), so the agent's own work is included. The store's
+     processor is a sliding window (trigger 100 messages, keep 20), the steady state of a long session.
+     Before each run, untimed, the session's window is read and the same agent runs on it alone, with
+     the same window capability and nothing stored: the difference is what the session adds per run.
+   - storage alone: our `store.store_run(...)` of the turn's 4 messages (token counts made beforehand,
+     the window sliding to keep the last 20 messages) against the peer's `add_items(...)` of the 4
+     items. "Store only" times just that call; "read + store" adds what a run reads first: our
+     `store.load_window(...)` (summary + kept tail), the peer's `get_items()` (all items: what its
+     Runner loads by default). On SQLite the peer runs twice, with its defaults (WAL,
+     `synchronous=FULL`: each commit is fsynced) and with `synchronous=NORMAL`, the setting ours uses:
+     equal durability. On PostgreSQL durability is the server's, the same for both.
+     The contenders append turn by turn in alternation, so load from other processes on the machine
+     falls on each alike.
+
+2. Opening a session and building its window, with 100, 10k and 100k archived messages. Ours holds the
+   archive of a summarizing session: a summary chain (one summary per 80 messages, each extending the
+   last) whose latest summary covers all but the last 20 messages, and `window_start` there; it is
+   built with `store_run` in batches of 5,000 messages. The peer's archive is filled with `add_items`
+   in batches of 5,000 items. Every archive is built first; then the median over `--repeats`, every
+   size and figure taken in turns (so the growth with archive size is measured under the same load):
+   - first open: a new `SessionStore(url)` (engine, schema revision check) + `await store.session(id)`
+     + `await session.context()` (the `load_window` a run starts with); the peer: a new engine +
+     `SQLAlchemySession(id, engine=..., create_tables=True)` + `await session.get_items()`. Closing
+     the store or disposing of the engine is not timed.
+   - warm: `store.session(id)` + `session.context()` on an open store; the peer's `get_items()` on an
+     open session.
+   The peer is measured both with `get_items()` (all items, what its Runner loads) and with
+   `get_items(limit=20)` (the tail alone, a like-for-like read without the summary).
+
+Sanity checks (assertions): every append run stores exactly its messages; our window is the summary
+plus the 20-message tail; the peer returns every item it was given. Timings are printed, never asserted.
+"""
+
+# The third-party imports follow the environment bootstrap, which must run first.
+# ruff: noqa: E402
+
+from __future__ import annotations
+
+from _bench_env import AGENTS_SQLALCHEMY, OUR_DIST, PEERS, distribution, ensure_environment
+
+ensure_environment([AGENTS_SQLALCHEMY])
+
+import abc
+import argparse
+import asyncio
+import importlib.metadata
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from _bench_db import analyze, postgres_server, server_version
+from _bench_util import load_average, machine, quiet_gc, size_label
+from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+from agents.items import TResponseInputItem
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import RunUsage
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from processors import SlidingWindow, SlidingWindowProcessor, count_tokens_approximately
+from session_store import SessionStore
+from session_store.store import RunRecord
+from tests._postgres import drop_database, fresh_database
+from tests.scripted import ScriptedAssistant, scripted_agent
+
+PeerItem = TResponseInputItem
+PEER_DIST = distribution(PEERS[AGENTS_SQLALCHEMY])
+
+BACKENDS = ('sqlite', 'postgresql')
+DEFAULT_TURNS = 250
+DEFAULT_SIZES = (100, 10_000, 100_000)
+DEFAULT_REPEATS = 11
+APPEND_REPEATS = 3
+TAIL = 20
+"""Messages after the latest summary: the kept tail of a summarizing session, and the peer's `limit`."""
+SUMMARY_EVERY = 80
+"""Messages each summary of the chain covers (a trigger of 100 messages keeping 20)."""
+BUILD_BATCH = 5_000
+"""Messages (items) per transaction while filling an archive."""
+TARGET_GROWTH = 2.0
+"""The target, reported against, never asserted: ours at 100k archived messages costs at most this much
+more than at 100."""
+SYSTEM_PROMPT = 'You are a careful support agent. Use the tools; never guess an order number.'
+_FILLER = (
+    'The customer asked about the status of an order placed last week and whether the refund for the '
+    'damaged item was processed; the warehouse confirmed the shipment left on Tuesday and the invoice '
+    'was reissued with the corrected address, so the balance on the account is now zero and nothing '
+    'else is pending apart from the survey the customer may answer at their convenience later on. '
+) * 2
+SUMMARY_TEXT = ('Summary of the conversation so far: ' + _FILLER * 3)[:1_500]
+
+# ---------------------------------------------------------------------------------------------------
+# The conversation, in both libraries' formats
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnText:
+    """What one tool-using turn says, whichever library stores it."""
+
+    question: str
+    call_id: str
+    arguments: str
+    result: str
+    answer: str
+
+
+def turn_text(turn: int) -> TurnText:
+    return TurnText(
+        question=f'Question {turn}: {_FILLER[:120]}',
+        call_id=f'call_{turn:07d}',
+        arguments=f'{{"order": "A-{turn:07d}"}}',
+        result=f'Result {turn}: {_FILLER[:400]}',
+        answer=f'Answer {turn}: {_FILLER[:250]}',
+    )
+
+
+def our_turn(turn: int) -> list[ModelMessage]:
+    """The turn as pydantic-ai messages; the conversation's first request opens with the system prompt."""
+    text = turn_text(turn)
+    opening = [SystemPromptPart(SYSTEM_PROMPT)] if turn == 0 else []
+    return [
+        ModelRequest(parts=[*opening, UserPromptPart(text.question)]),
+        ModelResponse(parts=[ToolCallPart('lookup_order', text.arguments, tool_call_id=text.call_id)]),
+        ModelRequest(parts=[ToolReturnPart('lookup_order', text.result, tool_call_id=text.call_id)]),
+        ModelResponse(parts=[TextPart(text.answer)]),
+    ]
+
+
+def peer_turn(turn: int) -> list[PeerItem]:
+    """The same turn as OpenAI Responses input items."""
+    text = turn_text(turn)
+    return [
+        {'role': 'user', 'content': text.question},
+        {
+            'type': 'function_call',
+            'id': f'fc_{turn:07d}',
+            'call_id': text.call_id,
+            'name': 'lookup_order',
+            'arguments': text.arguments,
+            'status': 'completed',
+        },
+        {'type': 'function_call_output', 'call_id': text.call_id, 'output': text.result},
+        {
+            'type': 'message',
+            'id': f'msg_{turn:07d}',
+            'role': 'assistant',
+            'status': 'completed',
+            'content': [{'type': 'output_text', 'text': text.answer, 'annotations': []}],
+        },
+    ]
+
+
+def our_archive(size: int) -> list[ModelMessage]:
+    return [message for turn in range(size // 4) for message in our_turn(turn)]
+
+
+def peer_archive(size: int) -> list[PeerItem]:
+    return [item for turn in range(size // 4) for item in peer_turn(turn)]
+
+
+def token_counts(messages: Sequence[ModelMessage]) -> list[int]:
+    return [count_tokens_approximately([message]) for message in messages]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------------------------------
+
+K = TypeVar('K', bound=Hashable)
+Measure = Callable[[], Awaitable[float]]
+"""One timed action: it returns the seconds it timed, its setup, teardown and checks left out."""
+
+
+async def round_robin(measures: dict[K, Measure], repeats: int) -> dict[K, float]:
+    """The median ms of each measure, taken in turns (after one untimed pass), so that load from other
+    processes on the machine falls on every contender alike."""
+    for measure in measures.values():
+        await measure()
+    times: dict[K, list[float]] = {name: [] for name in measures}
+    for _ in range(repeats):
+        for name, measure in measures.items():
+            with quiet_gc():
+                times[name].append(await measure())
+    return {name: statistics.median(seconds) * 1_000 for name, seconds in times.items()}
+
+
+class Databases(abc.ABC):
+    """Fresh, empty databases of one backend, one per `url()` call; `close()` removes them all."""
+
+    title: str
+    """How the report names the backend."""
+
+    sqlite: bool
+    """Whether these are SQLite databases, where the peer is also measured with `synchronous=NORMAL`."""
+
+    @abc.abstractmethod
+    def url(self, name: str) -> str:
+        """The async SQLAlchemy URL of a new empty database; `name` says what it is for."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Remove every database made."""
+
+
+class SqliteFiles(Databases):
+    """Database files in one temporary directory."""
+
+    title = 'SQLite'
+    sqlite = True
+
+    def __init__(self) -> None:
+        self._directory = tempfile.TemporaryDirectory(prefix='store-bench-')
+        self._count = 0
+
+    def url(self, name: str) -> str:
+        self._count += 1
+        return f'sqlite+aiosqlite:///{Path(self._directory.name) / f"{self._count:03d}-{name}.db"}'
+
+    def close(self) -> None:
+        self._directory.cleanup()
+
+
+class PostgresDatabases(Databases):
+    """Databases made with `tests._postgres.fresh_database` on one server, dropped by `close()`."""
+
+    title = 'PostgreSQL'
+    sqlite = False
+
+    def __init__(self, server: str) -> None:
+        self._server = server
+        self._urls: list[str] = []
+
+    def url(self, name: str) -> str:
+        url = fresh_database(self._server)
+        self._urls.append(url)
+        return url
+
+    def close(self) -> None:
+        for url in self._urls:
+            drop_database(url)
+
+
+def peer_engine(url: str, *, synchronous_normal: bool = False) -> AsyncEngine:
+    """The peer's engine; on SQLite, with `synchronous=NORMAL` if asked (its default is FULL)."""
+    engine = create_async_engine(url)
+    if synchronous_normal:
+
+        @event.listens_for(engine.sync_engine, 'connect')
+        def _normal(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute('PRAGMA synchronous=NORMAL')
+            cursor.close()
+
+    return engine
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. Append throughput
+# ---------------------------------------------------------------------------------------------------
+
+
+def rate(items: int, seconds: float) -> float:
+    return items / seconds
+
+
+@dataclass(frozen=True)
+class AgentRates:
+    """Messages per second through `session.run`, and by the same agent on the same windows, nothing stored."""
+
+    session: float
+    alone: float
+
+
+async def ours_through_agent(url: str, turns: int) -> AgentRates:
+    """`session.run(agent, prompt)` per turn, the agent's own work included. Before each run, untimed, the
+    session's window is read, and the agent alone runs on it with the same window capability (its result is
+    dropped): the difference is what the session adds to a run."""
+    processor = SlidingWindowProcessor(trigger=('messages', 100), keep=('messages', TAIL))
+    capability = SlidingWindow(trigger=processor.trigger, keep=processor.keep)
+    agent = scripted_agent(ScriptedAssistant())
+    in_session = alone = 0.0
+    async with SessionStore(url, processor=processor) as store:
+        session = await store.session('bench')
+        with quiet_gc():
+            for turn in range(turns):
+                history = await session.context()
+                start = time.perf_counter()
+                await agent.run(f'Turn M{turn}', message_history=history, capabilities=[capability])
+                middle = time.perf_counter()
+                await session.run(agent, f'Turn M{turn}')
+                alone += middle - start
+                in_session += time.perf_counter() - middle
+        stored = (await store.sessions())[0].message_count
+    assert stored == 4 * turns, f'ours stored {stored} messages for {turns} turns'
+    return AgentRates(session=rate(stored, in_session), alone=rate(stored, alone))
+
+
+Step = Callable[[int], Awaitable[tuple[float, float]]]
+"""Appends one turn; returns the seconds spent reading what a run starts from, then storing the turn."""
+
+
+@asynccontextmanager
+async def our_appender(url: str, turns: int) -> AsyncIterator[Step]:
+    """`store_run` of each turn's 4 messages (token counts made beforehand), after the `load_window` a run
+    starts with. The window slides as a session's would, keeping the last 20 messages."""
+    runs = [(messages, token_counts(messages)) for messages in map(our_turn, range(turns))]
+    async with SessionStore(url) as store:
+        await store.session('raw')
+
+        async def step(turn: int) -> tuple[float, float]:
+            messages, tokens = runs[turn]
+            start = time.perf_counter()
+            loaded = await store.load_window('raw', None, store.processor)
+            loaded_at = time.perf_counter()
+            record = RunRecord(
+                messages=messages,
+                tokens=tokens,
+                head_end=0,
+                window_start=max(0, 4 * (turn + 1) - TAIL),
+                summaries=(),
+                usage=loaded.usage,
+                deferred_tool_requests=None,
+            )
+            await store.store_run('raw', loaded, record)
+            return loaded_at - start, time.perf_counter() - loaded_at
+
+        yield step
+        stored = (await store.sessions())[0].message_count
+    assert stored == 4 * turns, f'ours stored {stored} messages for {turns} turns'
+
+
+@asynccontextmanager
+async def peer_appender(url: str, turns: int, *, synchronous_normal: bool) -> AsyncIterator[Step]:
+    """The peer's `add_items` of each turn's 4 items, after the `get_items()` its Runner starts with."""
+    runs = [peer_turn(turn) for turn in range(turns)]
+    engine = peer_engine(url, synchronous_normal=synchronous_normal)
+    try:
+        session = SQLAlchemySession('raw', engine=engine, create_tables=True)
+        await session.get_items()  # creates the tables, untimed
+
+        async def step(turn: int) -> tuple[float, float]:
+            start = time.perf_counter()
+            await session.get_items()
+            loaded_at = time.perf_counter()
+            await session.add_items(runs[turn])
+            return loaded_at - start, time.perf_counter() - loaded_at
+
+        yield step
+        stored = len(await session.get_items())
+    finally:
+        await engine.dispose()
+    assert stored == 4 * turns, f'the peer stored {stored} items for {turns} turns'
+
+
+@dataclass(frozen=True)
+class Append:
+    """Items per second of one contender: storing alone, and a run's read-then-store cycle."""
+
+    store: float
+    cycle: float
+
+
+def append_contenders(databases: Databases, turns: int) -> dict[str, AbstractAsyncContextManager[Step]]:
+    """Ours and the peer, each on a fresh database; on SQLite, the peer with `synchronous=NORMAL` too."""
+    contenders: dict[str, AbstractAsyncContextManager[Step]] = {
+        'ours': our_appender(databases.url('ours'), turns),
+        'peer': peer_appender(databases.url('peer'), turns, synchronous_normal=False),
+    }
+    if databases.sqlite:
+        contenders['peer_normal'] = peer_appender(databases.url('peer-normal'), turns, synchronous_normal=True)
+    return contenders
+
+
+async def storage_append(databases: Databases, turns: int) -> dict[str, Append]:
+    """The storage contenders on fresh databases, appending turn by turn in alternation."""
+    async with AsyncExitStack() as stack:
+        steps = {
+            name: await stack.enter_async_context(contender)
+            for name, contender in append_contenders(databases, turns).items()
+        }
+        reading = dict.fromkeys(steps, 0.0)
+        storing = dict.fromkeys(steps, 0.0)
+        names = list(steps)
+        with quiet_gc():
+            for turn in range(turns):
+                first = turn % len(names)
+                for name in names[first:] + names[:first]:
+                    read, stored = await steps[name](turn)
+                    reading[name] += read
+                    storing[name] += stored
+    items = 4 * turns
+    return {name: Append(rate(items, storing[name]), rate(items, reading[name] + storing[name])) for name in steps}
+
+
+@dataclass(frozen=True)
+class AppendResults:
+    agent: AgentRates
+    ours: Append
+    peer: Append
+    peer_normal: Append | None
+    """SQLite only: the peer with `synchronous=NORMAL`."""
+
+
+async def append_benchmark(databases: Databases, turns: int) -> AppendResults:
+    """Each append measure `APPEND_REPEATS` times on fresh databases; the medians."""
+    agents = [await ours_through_agent(databases.url('agent'), turns) for _ in range(APPEND_REPEATS)]
+    storage = [await storage_append(databases, turns) for _ in range(APPEND_REPEATS)]
+
+    def median_of(name: str) -> Append:
+        return Append(
+            store=statistics.median(run[name].store for run in storage),
+            cycle=statistics.median(run[name].cycle for run in storage),
+        )
+
+    return AppendResults(
+        agent=AgentRates(
+            session=statistics.median(a.session for a in agents), alone=statistics.median(a.alone for a in agents)
+        ),
+        ours=median_of('ours'),
+        peer=median_of('peer'),
+        peer_normal=median_of('peer_normal') if databases.sqlite else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# 2. Opening a session and building its window
+# ---------------------------------------------------------------------------------------------------
+
+
+def summary_cuts(size: int) -> list[int]:
+    """Where each summary of the chain ends: every `SUMMARY_EVERY` messages, the last one `TAIL` from the end."""
+    last = size - TAIL
+    return [*range(SUMMARY_EVERY, last, SUMMARY_EVERY), last]
+
+
+async def build_ours(url: str, size: int) -> None:
+    """An archive of `size` messages with its summary chain, stored in batches of `BUILD_BATCH`."""
+    messages = our_archive(size)
+    tokens = token_counts(messages)
+    cuts = summary_cuts(size)
+    async with SessionStore(url) as store:
+        await store.session('archive')
+        covered = 0
+        for start in range(0, size, BUILD_BATCH):
+            end = min(size, start + BUILD_BATCH)
+            summaries = []
+            for cut in (c for c in cuts if start < c <= end):
+                summaries.append((covered, cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench', RunUsage()))
+                covered = cut
+            loaded = await store.load_window('archive', None, store.processor)
+            record = RunRecord(
+                messages=messages[start:end],
+                tokens=tokens[start:end],
+                head_end=0,
+                window_start=covered,
+                summaries=summaries,
+                usage=RunUsage(),
+                deferred_tool_requests=None,
+            )
+            await store.store_run('archive', loaded, record)
+        info = (await store.sessions())[0]
+    assert (info.message_count, info.summary_count) == (size, len(cuts)), info
+
+
+async def build_peer(url: str, size: int) -> None:
+    items = peer_archive(size)
+    engine = peer_engine(url)
+    try:
+        session = SQLAlchemySession('archive', engine=engine, create_tables=True)
+        for start in range(0, size, BUILD_BATCH):
+            await session.add_items(items[start : start + BUILD_BATCH])
+    finally:
+        await engine.dispose()
+
+
+def check_window(window: Sequence[ModelMessage], size: int) -> None:
+    """Our window: the latest summary and the system prompt riding in the first of the last `TAIL` messages."""
+    assert len(window) == TAIL, f'ours built a window of {len(window)} messages at {size}'
+    first = window[0]
+    assert isinstance(first, ModelRequest), first
+    kinds = [type(part) for part in first.parts]
+    assert kinds[:2] == [SystemPromptPart, CompactionPart], kinds
+    summary = first.parts[1]
+    assert isinstance(summary, CompactionPart) and (summary.content or '').endswith(f'[{size - TAIL}]'), summary
+
+
+def check_items(items: Sequence[PeerItem], limit: int | None, size: int) -> None:
+    expected = size if limit is None else min(size, limit)
+    assert len(items) == expected, f'the peer returned {len(items)} of {expected} items at {size}'
+    assert items[-1] == peer_turn(size // 4 - 1)[-1], items[-1]
+
+
+def ours_first_open(url: str, size: int) -> Measure:
+    """A new `SessionStore` (engine, schema revision check), `store.session(id)`, `session.context()`."""
+
+    async def measure() -> float:
+        start = time.perf_counter()
+        store = SessionStore(url)
+        try:
+            window = await (await store.session('archive')).context()
+            elapsed = time.perf_counter() - start
+        finally:
+            await store.close()
+        check_window(window, size)
+        return elapsed
+
+    return measure
+
+
+def ours_warm_open(store: SessionStore, size: int) -> Measure:
+    async def measure() -> float:
+        start = time.perf_counter()
+        window = await (await store.session('archive')).context()
+        elapsed = time.perf_counter() - start
+        check_window(window, size)
+        return elapsed
+
+    return measure
+
+
+def peer_first_open(url: str, size: int, limit: int | None) -> Measure:
+    """A new engine, `SQLAlchemySession(id, engine=..., create_tables=True)`, `get_items(limit)`."""
+
+    async def measure() -> float:
+        start = time.perf_counter()
+        engine = create_async_engine(url)
+        try:
+            items = await SQLAlchemySession('archive', engine=engine, create_tables=True).get_items(limit)
+            elapsed = time.perf_counter() - start
+        finally:
+            await engine.dispose()
+        check_items(items, limit, size)
+        return elapsed
+
+    return measure
+
+
+def peer_warm_open(session: SQLAlchemySession, size: int, limit: int | None) -> Measure:
+    async def measure() -> float:
+        start = time.perf_counter()
+        items = await session.get_items(limit)
+        elapsed = time.perf_counter() - start
+        check_items(items, limit, size)
+        return elapsed
+
+    return measure
+
+
+@dataclass(frozen=True)
+class Opening:
+    """Median ms to open a session and read what a run starts from, for one archive size."""
+
+    ours_first: float
+    ours_warm: float
+    peer_first_all: float
+    peer_warm_all: float
+    peer_first_tail: float
+    peer_warm_tail: float
+
+    def ours(self, first: bool) -> float:
+        return self.ours_first if first else self.ours_warm
+
+    def peer_all(self, first: bool) -> float:
+        return self.peer_first_all if first else self.peer_warm_all
+
+    def peer_tail(self, first: bool) -> float:
+        return self.peer_first_tail if first else self.peer_warm_tail
+
+
+async def opening_measures(stack: AsyncExitStack, databases: Databases, size: int) -> dict[str, Measure]:
+    """Both archives of `size` messages, built and analyzed, and the six ways of opening them."""
+    ours_url, peer_url = databases.url(f'ours-{size}'), databases.url(f'peer-{size}')
+    await build_ours(ours_url, size)
+    await build_peer(peer_url, size)
+    store = await stack.enter_async_context(SessionStore(ours_url))
+    engine = create_async_engine(peer_url)
+    stack.push_async_callback(engine.dispose)
+    await analyze(store.engine)
+    await analyze(engine)
+    session = SQLAlchemySession('archive', engine=engine, create_tables=True)
+    return {
+        'ours_first': ours_first_open(ours_url, size),
+        'ours_warm': ours_warm_open(store, size),
+        'peer_first_all': peer_first_open(peer_url, size, None),
+        'peer_warm_all': peer_warm_open(session, size, None),
+        'peer_first_tail': peer_first_open(peer_url, size, TAIL),
+        'peer_warm_tail': peer_warm_open(session, size, TAIL),
+    }
+
+
+async def opening_benchmark(databases: Databases, sizes: Sequence[int], repeats: int) -> dict[int, Opening]:
+    """Every size's archives are built first; then all sizes and contenders are timed in turns, so that the
+    growth from the smallest archive to the largest is measured under the same load too."""
+    async with AsyncExitStack() as stack:
+        measures = {
+            (size, name): measure
+            for size in sizes
+            for name, measure in (await opening_measures(stack, databases, size)).items()
+        }
+        medians = await round_robin(measures, repeats)
+    return {size: Opening(**{name: ms for (at, name), ms in medians.items() if at == size}) for size in sizes}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------------
+
+
+def versus(ours: float, peer: float, *, higher_is_better: bool) -> str:
+    """How ours compares, as a factor: 'N x faster' or 'N x slower'."""
+    factor = ours / peer if higher_is_better else peer / ours
+    return f'{factor:.2f} x faster' if factor >= 1 else f'{1 / factor:.2f} x slower'
+
+
+def print_header(turns: int, sizes: Sequence[int], repeats: int) -> None:
+    names = (OUR_DIST, PEER_DIST, 'pydantic-ai-slim', 'SQLAlchemy', 'aiosqlite', 'asyncpg')
+    print(f'{machine()}; ' + ', '.join(f'{name} {importlib.metadata.version(name)}' for name in names))
+    print(f'append: {turns} turns x 4 messages, median of {APPEND_REPEATS} fresh databases; ', end='')
+    print(f'open: {", ".join(map(size_label, sizes))} archived messages, median of {repeats}')
+    print(load_average('at start'))
+
+
+def append_row(name: str, per_second: float, note: str = '') -> None:
+    print(f'   {name:<52} {per_second:>9,.0f} {4_000 / per_second:>9.2f}  {note}'.rstrip())
+
+
+def print_agent_rows(agent: AgentRates) -> None:
+    added = 4_000 / agent.session - 4_000 / agent.alone
+    append_row('ours: session.run(agent)', agent.session)
+    append_row(
+        '     agent.run alone on the same windows, no store', agent.alone, f'(the session adds {added:.2f} ms/run)'
+    )
+
+
+def print_storage_rows(results: AppendResults, reads: bool) -> None:
+    """The storage rows of one kind: 'store only', or 'read + store' when `reads`."""
+
+    def pick(append: Append) -> float:
+        return append.cycle if reads else append.store
+
+    ours = pick(results.ours)
+    print(f'   {"read + store" if reads else "store only"}:')
+    append_row(f'     ours {"load_window + " if reads else ""}store_run', ours)
+    peers = [('peer', results.peer)]
+    if results.peer_normal is not None:
+        peers.append(('peer, synchronous=NORMAL', results.peer_normal))
+    for name, append in peers:
+        append_row(
+            f'     {name} {"get_items() + " if reads else ""}add_items',
+            pick(append),
+            f'-> ours {versus(ours, pick(append), higher_is_better=True)}',
+        )
+
+
+def print_append(results: AppendResults, turns: int, backend: str) -> None:
+    ours, peer = results.ours, results.peer
+    print(f'1. Append throughput on {backend}: {turns} tool-using turns of 4 messages (items) on one session')
+    print(f'   {"":<52} {"msgs/s":>9} {"ms/turn":>9}')
+    print_agent_rows(results.agent)
+    print_storage_rows(results, reads=False)
+    print_storage_rows(results, reads=True)
+    print()
+    print(
+        f'append (store only) on {backend}: ours {ours.store:,.0f} items/s, peer {peer.store:,.0f} items/s '
+        f'(add_items) -> ours/peer {ours.store / peer.store:.2f} x'
+    )
+    print(
+        f'append (read + store) on {backend}: ours {ours.cycle:,.0f} items/s, peer {peer.cycle:,.0f} items/s '
+        f'(get_items + add_items) -> ours/peer {ours.cycle / peer.cycle:.2f} x'
+    )
+    print()
+
+
+def print_opening_table(openings: dict[int, Opening], backend: str) -> None:
+    print(f'2. Open a session + build its window on {backend}, median ms (ours: summary + 20-message tail)')
+    print(f'   {"archived":>9} | {"ours":^21} | {"peer, get_items()":^21} | {"peer, get_items(20)":^21}'.rstrip())
+    print(f'   {"":>9} |' + ' |'.join([f' {"first":>10} {"warm":>10}'] * 3))
+    for size, o in openings.items():
+        cells = (o.ours_first, o.ours_warm, o.peer_first_all, o.peer_warm_all, o.peer_first_tail, o.peer_warm_tail)
+        print(
+            f'   {size:>9,} |'
+            + ' |'.join(f' {a:10.2f} {b:10.2f}' for a, b in zip(cells[::2], cells[1::2], strict=True))
+        )
+    print()
+
+
+def print_opening_lines(openings: dict[int, Opening], backend: str, mode: str) -> None:
+    """One line per archive size for `mode` ('first open' or 'warm'): ours against the peer, and our growth."""
+    first = mode == 'first open'
+    smallest = min(openings)
+    base = openings[smallest].ours(first)
+    for size, o in openings.items():
+        ours, peer_all, peer_tail = o.ours(first), o.peer_all(first), o.peer_tail(first)
+        growth = (
+            f'; ours growth {size_label(smallest)} -> {size_label(size)}: {ours / base:.2f} x'
+            if size != smallest
+            else ''
+        )
+        print(
+            f'open+window @{size_label(size)} ({mode}) on {backend}: ours {ours:.2f} ms, peer {peer_all:.2f} ms '
+            f'(get_items all) -> {versus(ours, peer_all, higher_is_better=False)}; peer {peer_tail:.2f} ms '
+            f'(get_items limit=20) -> {versus(ours, peer_tail, higher_is_better=False)}{growth}'
+        )
+
+
+def print_targets(openings: dict[int, Opening], backend: str) -> None:
+    smallest, largest = min(openings), max(openings)
+    if largest == smallest:
+        return
+    for mode in ('first open', 'warm'):
+        factor = openings[largest].ours(mode == 'first open') / openings[smallest].ours(mode == 'first open')
+        verdict = 'met' if factor <= TARGET_GROWTH else 'MISSED'
+        print(
+            f'target on {backend} ({mode}): ours @{size_label(largest)} <= {TARGET_GROWTH:g} x '
+            f'ours @{size_label(smallest)}: {factor:.2f} x, {verdict}'
+        )
+
+
+def print_opening(openings: dict[int, Opening], backend: str) -> None:
+    print_opening_table(openings, backend)
+    for mode in ('first open', 'warm'):
+        print_opening_lines(openings, backend, mode)
+    print_targets(openings, backend)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------------
+
+
+async def describe(url: str, where: str) -> str:
+    """The section title of a backend: its version and where its databases are."""
+    engine = create_async_engine(url)
+    try:
+        return f'=== {await server_version(engine)}, {where}'
+    finally:
+        await engine.dispose()
+
+
+async def run_backend(databases: Databases, title: str, turns: int, sizes: Sequence[int], repeats: int) -> None:
+    """Both parts on one backend's databases, removed at the end."""
+    print(f'\n{title}\n')
+    try:
+        print_append(await append_benchmark(databases, turns), turns, databases.title)
+        print_opening(await opening_benchmark(databases, sizes, repeats), databases.title)
+    finally:
+        databases.close()
+
+
+async def run_sqlite(turns: int, sizes: Sequence[int], repeats: int) -> None:
+    files = SqliteFiles()
+    title = await describe('sqlite+aiosqlite://', 'a file per library and run in a temporary directory')
+    await run_backend(files, title, turns, sizes, repeats)
+
+
+async def run_postgres(turns: int, sizes: Sequence[int], repeats: int) -> None:
+    """The same on PostgreSQL, or say why there is none."""
+    server, why = postgres_server()
+    if server is None:
+        print(f'\n=== PostgreSQL figures skipped: {why}')
+        return
+    where = make_url(server)
+    title = await describe(server, f'{where.host}:{where.port}, a fresh database per library and run')
+    await run_backend(PostgresDatabases(server), title, turns, sizes, repeats)
+
+
+async def run(turns: int, sizes: Sequence[int], repeats: int, backends: Sequence[str]) -> None:
+    started = time.perf_counter()
+    print_header(turns, sizes, repeats)
+    if 'sqlite' in backends:
+        await run_sqlite(turns, sizes, repeats)
+    if 'postgresql' in backends:
+        await run_postgres(turns, sizes, repeats)
+    print(f'\nTotal {time.perf_counter() - started:.0f} s; {load_average("at the end")}')
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument('--turns', type=int, default=DEFAULT_TURNS, help='turns appended per append run')
+    parser.add_argument('--sizes', type=int, nargs='+', default=DEFAULT_SIZES, help='archived messages')
+    parser.add_argument('--repeats', type=int, default=DEFAULT_REPEATS, help='timed repetitions per figure')
+    parser.add_argument('--backends', nargs='+', choices=BACKENDS, default=list(BACKENDS))
+    args = parser.parse_args()
+    if any(size < TAIL + 4 or size % 4 for size in args.sizes):
+        parser.error(f'sizes must be multiples of 4, at least {TAIL + 4}')
+    return args
+
+
+if __name__ == '__main__':
+    arguments = parse_args()
+    asyncio.run(run(arguments.turns, sorted(arguments.sizes), arguments.repeats, arguments.backends))
