@@ -276,7 +276,10 @@ class SessionStore:
         if not exists:
             exists, stored = await self._write(session_id, create)
         if scope is not None and stored != scope:
-            raise SessionConflict(session_id, 'it is stored under another scope')
+            # Say no more than that the id is taken: another scope's sessions stay invisible.
+            raise SessionConflict(
+                session_id, 'the id is already in use', advice='Choose another session id for this scope.'
+            )
         from .session import Session
 
         return Session(
