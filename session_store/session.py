@@ -23,7 +23,7 @@ from processors._window import count
 from .errors import StoreError
 from .models import StoredSummary
 from .recall import Recall, recall_toolset
-from .store import LEASE_TTL, LoadedWindow, RunRecord, WindowProcessor, new_token
+from .store import LEASE_TTL, LoadedWindow, NewSummary, RunRecord, WindowProcessor, new_token
 
 if TYPE_CHECKING:
     from .store import SessionStore
@@ -214,7 +214,9 @@ class Session:
             covered = [position(index_of[id(m)]) for m in summary.covered if id(m) in index_of]
             if covered:
                 summaries.append(
-                    (min(covered), max(covered) + 1, summary.text, summary.tokens, summary.model_name, summary.usage)
+                    NewSummary(
+                        min(covered), max(covered) + 1, summary.text, summary.tokens, summary.model_name, summary.usage
+                    )
                 )
         # The processor counted every message up to the run's last request; only the rest is counted here.
         counted = run.capability.token_counts(all_messages)[known:]

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Self, TypeVar
 
 import pydantic
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
@@ -124,6 +124,17 @@ class LoadedWindow:
     usage: RunUsage
 
 
+class NewSummary(NamedTuple):
+    """A summary to store: the archive range it newly covers, and what made it."""
+
+    covers_from: int
+    covers_to: int
+    text: str
+    tokens: int
+    model_name: str | None
+    usage: RunUsage
+
+
 @dataclass
 class RunRecord:
     """What one run adds to a session, written in one transaction."""
@@ -132,8 +143,8 @@ class RunRecord:
     tokens: Sequence[int]
     head_end: int
     window_start: int
-    summaries: Sequence[tuple[int, int, str, int, str | None, RunUsage]]
-    """(covers_from, covers_to, text, tokens, model_name, usage) for each summary made, oldest first."""
+    summaries: Sequence[NewSummary]
+    """Each summary the run made, oldest first."""
     usage: RunUsage
     deferred_tool_requests: dict[str, Any] | None
 
@@ -526,13 +537,11 @@ class SessionStore:
             await self.insert_messages(db, session_row.pk, 0, messages, tokens)
             previous: int | None = None
             for s in document['summaries']:
-                summary = (s['covers_from'], s['covers_to'], s['text'], s['tokens'], s['model_name'])
+                summary = NewSummary(
+                    s['covers_from'], s['covers_to'], s['text'], s['tokens'], s['model_name'], load_usage(s['usage'])
+                )
                 previous = await self._insert_summary(
-                    db,
-                    session_row.pk,
-                    previous,
-                    (*summary, load_usage(s['usage'])),
-                    datetime.fromisoformat(s['created_at']),
+                    db, session_row.pk, previous, summary, datetime.fromisoformat(s['created_at'])
                 )
 
         await self._write(target, store)
@@ -733,19 +742,18 @@ class SessionStore:
         db: AsyncSession,
         session_pk: int,
         previous: int | None,
-        summary: tuple[int, int, str, int, str | None, RunUsage],
+        summary: NewSummary,
         created_at: datetime,
     ) -> int:
-        covers_from, covers_to, text, tokens, model_name, usage = summary
         row = SummaryRow(
             session_pk=session_pk,
             previous_pk=previous,
-            covers_from=covers_from,
-            covers_to=covers_to,
-            text=text,
-            tokens=tokens,
-            model_name=model_name,
-            usage=dump_usage(usage),
+            covers_from=summary.covers_from,
+            covers_to=summary.covers_to,
+            text=summary.text,
+            tokens=summary.tokens,
+            model_name=summary.model_name,
+            usage=dump_usage(summary.usage),
             created_at=created_at,
         )
         db.add(row)
