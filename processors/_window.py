@@ -305,13 +305,18 @@ class Windowing:
                 lineage.bridge = summary_request(system_parts, lineage.summary)
                 lineage.bridge_tokens = await count(self.counter, [lineage.bridge])
                 lineage.cut = summary_at
-        elif self.keep_system_prompt and self.keep_head is None:
-            system_parts = leading_system_parts(messages)
         else:
-            system_parts = []
+            system_parts = self.kept_system_parts(messages)
         if system_parts:
             lineage.system_bridge = ModelRequest(parts=system_parts)
             lineage.system_bridge_tokens = await count(self.counter, [lineage.system_bridge])
+
+    def kept_system_parts(self, messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
+        """The system prompt parts re-injected once the message carrying them is cut: none when asked
+        not to keep the system prompt, or when `keep_head` keeps leading messages whole instead."""
+        if not self.keep_system_prompt or self.keep_head is not None:
+            return []
+        return leading_system_parts(messages)
 
     def _anchor(self, lineage: Lineage) -> None:
         """Learn the gap between our count and the provider's from the response to the last window sent."""
@@ -419,6 +424,13 @@ class WindowedProcessor:
         For code that stores counts: `token_counts[i]` is `messages[i]`'s count, or `None` to count it.
         """
         await self._windowing.remember(messages, token_counts)
+
+    def kept_system_parts(self, messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
+        """The system prompt parts this processor re-injects for `messages` once their first message is cut.
+
+        For code that rebuilds windows from storage, so they open exactly as the processor's own do.
+        """
+        return self._windowing.kept_system_parts(messages)
 
     def token_counts(self, messages: Sequence[ModelMessage]) -> list[int | None]:
         """The count this processor made of each of `messages` (the history it saw, possibly grown since), or `None`."""

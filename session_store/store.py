@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Self, TypeVar
 
 import pydantic
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import Row, Select, delete, func, insert, or_, select, union_all, update
 from sqlalchemy.engine import URL
@@ -147,20 +147,6 @@ class RunRecord:
     """Each summary the run made, oldest first."""
     usage: RunUsage
     deferred_tool_requests: dict[str, Any] | None
-
-
-def bridge_parts(first: ModelMessage | None, processor: WindowProcessor) -> list[SystemPromptPart]:
-    """The system prompt parts a rebuilt window re-injects, as the processor's own bridge does."""
-    if first is None or not isinstance(first, ModelRequest) or not processor.keep_system_prompt:
-        return []
-    if processor.keep_head is not None:
-        return []
-    parts: list[SystemPromptPart] = []
-    for part in first.parts:
-        if not isinstance(part, SystemPromptPart):
-            break
-        parts.append(part)
-    return parts
 
 
 class SessionStore:
@@ -574,12 +560,12 @@ class SessionStore:
         loaded = [(position, decode(session_id, position, payload), tokens) for position, payload, tokens in rows]
         head = [entry for entry in loaded if entry[0] < row.head_end]
         tail = [entry for entry in loaded if entry[0] >= row.window_start and entry[0] >= row.head_end]
-        first = loaded[0][1] if loaded and loaded[0][0] == 0 else None
+        first = [loaded[0][1]] if loaded and loaded[0][0] == 0 else []
         parts: list[ModelRequestPart] = []
         if summary is not None:
-            parts = list(summary_request(bridge_parts(first, processor), summary.text).parts)
+            parts = list(summary_request(processor.kept_system_parts(first), summary.text).parts)
         elif row.window_start > row.head_end:  # the system prompt's own message was cut
-            parts = list(bridge_parts(first, processor))
+            parts = list(processor.kept_system_parts(first))
         window: list[tuple[int, ModelMessage, int | None]] = [*head, *tail]
         if parts and tail:
             # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request
