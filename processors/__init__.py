@@ -1,7 +1,7 @@
 """History processors for long pydantic-ai conversations: pair-safe cuts, real token counts, sliding
 windows and incremental summaries. Pure: no I/O of their own."""
 
-from ._text import format_messages, message_text
+from ._text import format_messages, message_text, part_text
 from ._window import CompactionState
 from .capabilities import SlidingWindow, Summarization, as_capability
 from .cut_points import is_turn_start, safe_cut_points
@@ -9,7 +9,14 @@ from .sliding_window import SlidingWindowProcessor, create_sliding_window_proces
 from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
 from .summarization import DEFAULT_SUMMARY_PROMPT, SummarizationProcessor, create_summarization_processor
 from .summary import SummarizationFailure, Summary, find_summary, summary_request, summary_text
-from .tokens import MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, TiktokenCounter, TokenCounter, count_tokens_approximately
+from .tokens import (
+    MEDIA_TOKENS,
+    MESSAGE_OVERHEAD_TOKENS,
+    TiktokenCounter,
+    TokenCounter,
+    count_tokens,
+    count_tokens_approximately,
+)
 
 __all__ = (
     'DEFAULT_SUMMARY_PROMPT',
@@ -29,6 +36,7 @@ __all__ = (
     'TiktokenCounter',
     'TokenCounter',
     'as_capability',
+    'count_tokens',
     'count_tokens_approximately',
     'create_sliding_window_processor',
     'create_summarization_processor',
@@ -36,6 +44,7 @@ __all__ = (
     'format_messages',
     'is_turn_start',
     'message_text',
+    'part_text',
     'safe_cut_points',
     'summary_request',
     'summary_text',

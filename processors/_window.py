@@ -10,7 +10,6 @@ on a history that only grew costs the new messages, not the history.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,17 +31,9 @@ from ._text import render
 from .cut_points import CutIndex
 from .specs import ContextSize, Size, check_resolvable, parse_size, parse_triggers
 from .summary import find_summary, summary_request, summary_text
-from .tokens import TokenCounter
+from .tokens import TokenCounter, count_tokens
 
 _MAX_LINEAGES = 16
-
-
-async def count(counter: TokenCounter, messages: Sequence[ModelMessage]) -> int:
-    """Call a sync or async token counter."""
-    result = counter(messages)
-    if inspect.isawaitable(result):
-        result = await result
-    return int(result)
 
 
 def leading_system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
@@ -107,7 +98,7 @@ class Lineage:
             message = messages[index]
             tokens = known[index] if index < len(known) else None
             if tokens is None:
-                tokens = await count(counter, [message])
+                tokens = await count_tokens(counter, [message])
             self.cum_tokens.append(self.cum_tokens[-1] + tokens)
             self.messages.append(message)
             self.cuts.append(message)
@@ -303,13 +294,13 @@ class Windowing:
                 # requests: that request is the tail's start, and a compaction needs a bridge of its own.
                 assert lineage.summary is not None
                 lineage.bridge = summary_request(system_parts, lineage.summary)
-                lineage.bridge_tokens = await count(self.counter, [lineage.bridge])
+                lineage.bridge_tokens = await count_tokens(self.counter, [lineage.bridge])
                 lineage.cut = summary_at
         else:
             system_parts = self.kept_system_parts(messages)
         if system_parts:
             lineage.system_bridge = ModelRequest(parts=system_parts)
-            lineage.system_bridge_tokens = await count(self.counter, [lineage.system_bridge])
+            lineage.system_bridge_tokens = await count_tokens(self.counter, [lineage.system_bridge])
 
     def kept_system_parts(self, messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
         """The system prompt parts re-injected once the message carrying them is cut: none when asked

@@ -15,10 +15,10 @@ from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
 from ._text import format_messages
-from ._window import Compaction, Lineage, WindowedProcessor, Windowing, build_windowing, count
+from ._window import Compaction, Lineage, WindowedProcessor, Windowing, build_windowing
 from .specs import ContextSize
 from .summary import SummarizationFailure, Summary, summary_request
-from .tokens import TokenCounter, count_tokens_approximately
+from .tokens import TokenCounter, count_tokens, count_tokens_approximately
 
 __all__ = (
     'DEFAULT_SUMMARY_PROMPT',
@@ -150,7 +150,7 @@ class SummarizationProcessor(WindowedProcessor):
             return await self._fail('empty', 'the summarizer returned no text', len(evicted))
         system_parts = [] if lineage.system_bridge is None else list(lineage.system_bridge.parts)
         bridge = summary_request(system_parts, text)  # type: ignore[arg-type]
-        tokens = await count(self._windowing.counter, [bridge])
+        tokens = await count_tokens(self._windowing.counter, [bridge])
         ceiling = self._windowing.token_ceiling(context_window)
         if (self.max_summary_tokens is not None and tokens > self.max_summary_tokens) or (
             ceiling is not None and tokens >= ceiling

@@ -8,6 +8,7 @@ message and keep the result, so a model request costs the new messages, not the 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import os
 import tempfile
@@ -24,6 +25,7 @@ __all__ = (
     'MESSAGE_OVERHEAD_TOKENS',
     'TiktokenCounter',
     'TokenCounter',
+    'count_tokens',
     'count_tokens_approximately',
 )
 
@@ -39,6 +41,14 @@ MEDIA_TOKENS = 1_000
 """The fixed cost of one image, audio clip, document or file, which has no text to count."""
 
 _CHARS_PER_TOKEN = 4
+
+
+async def count_tokens(counter: TokenCounter, messages: Sequence[ModelMessage]) -> int:
+    """What `counter` says `messages` cost, whether it counts synchronously or asynchronously."""
+    result = counter(messages)
+    if inspect.isawaitable(result):
+        result = await result
+    return int(result)
 
 
 def count_tokens_approximately(messages: Sequence[ModelMessage]) -> int:

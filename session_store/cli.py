@@ -55,8 +55,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from processors import SummarizationProcessor, TiktokenCounter
-from processors._text import part_text
+from processors import SummarizationProcessor, TiktokenCounter, part_text
 
 from . import _demo, migration
 from ._codec import dump_messages

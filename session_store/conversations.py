@@ -34,7 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from processors._window import count
+from processors import count_tokens
 
 from .errors import SessionConflict
 from .schema import MessageRow, SessionRow, SummaryRow
@@ -230,7 +230,7 @@ class SQLConversationStore(ConversationStore):
         # Counted before the transaction opens: a counter may be slow (a tokenizer, a remote call),
         # and the write lock shouldn't wait on it.
         counter = self.store.processor.token_counter
-        tokens = [await count(counter, [entry.message]) for entry in new_entries]
+        tokens = [await count_tokens(counter, [entry.message]) for entry in new_entries]
         await self.store.ready()
         async with self.store.db() as db, db.begin():
             if expected_revision is None:

@@ -17,8 +17,7 @@ from pydantic_ai.run import AgentRun, AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import RunUsage
 
-from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability
-from processors._window import count
+from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability, count_tokens
 
 from .errors import StoreError
 from .models import StoredSummary
@@ -221,7 +220,9 @@ class Session:
         # The processor counted every message up to the run's last request; only the rest is counted here.
         counted = run.capability.token_counts(all_messages)[known:]
         counter = self.processor.token_counter
-        tokens = [t if t is not None else await count(counter, [m]) for m, t in zip(new_messages, counted, strict=True)]
+        tokens = [
+            t if t is not None else await count_tokens(counter, [m]) for m, t in zip(new_messages, counted, strict=True)
+        ]
         total = replace(loaded.usage)
         total.incr(usage)
         await self.store.store_run(
