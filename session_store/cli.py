@@ -15,7 +15,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -196,6 +196,12 @@ async def open_store(
             yield store
     finally:
         await store.close()  # also when opening failed, which skips __aexit__
+
+
+async def read(settings: Settings, query: Callable[[SessionStore], Awaitable[T]]) -> T:
+    """One read against the store at `--db`: open it (never creating it), ask, close."""
+    async with open_store(settings) as store:
+        return await query(store)
 
 
 # Rendering messages, one line per part
@@ -390,7 +396,7 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
 
     Most recently updated first; --scope keeps only those saved under one scope.
     """
-    infos = run(settings, _sessions(settings, scope, limit))
+    infos = run(settings, read(settings, lambda store: store.sessions(scope=scope, limit=limit)))
     if as_json:
         _echo_json([_session_json(info) for info in infos])
         return
@@ -413,11 +419,6 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
             info.updated_at.astimezone().strftime('%Y-%m-%d %H:%M'),
         )
     out.print(table, soft_wrap=False)
-
-
-async def _sessions(settings: Settings, scope: str | None, limit: int | None) -> list[SessionInfo]:
-    async with open_store(settings) as store:
-        return await store.sessions(scope=scope, limit=limit)
 
 
 def _session_json(info: SessionInfo) -> dict[str, Any]:
@@ -457,7 +458,9 @@ def history(
     """
     # One message past the page tells whether there is a next page, without counting the archive.
     page = None if everything else limit + 1
-    messages = run(settings, _history(settings, session_id, scope, offset, page))
+    messages = run(
+        settings, read(settings, lambda store: store.history(session_id, scope=scope, offset=offset, limit=page))
+    )
     more = page is not None and len(messages) > limit
     messages = messages[:limit] if more else messages
     next_offset = offset + len(messages) if more else None
@@ -484,13 +487,6 @@ def history(
             out.print(Text(settings.env_note, style='dim'))
 
 
-async def _history(
-    settings: Settings, session_id: str, scope: str | None, offset: int, limit: int | None
-) -> list[ModelMessage]:
-    async with open_store(settings) as store:
-        return await store.history(session_id, scope=scope, offset=offset, limit=limit)
-
-
 @main.command()
 @click.argument('session_id', metavar='ID')
 @scope_option
@@ -503,7 +499,7 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
     Each summary extends the one before it with only the messages evicted since, so the ranges are
     contiguous and together cover everything before the current window.
     """
-    chain = run(settings, _summaries(settings, session_id, scope))
+    chain = run(settings, read(settings, lambda store: store.summaries(session_id, scope=scope)))
     if as_json:
         _echo_json([_summary_json(summary) for summary in chain])
         return
@@ -530,11 +526,6 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
         )
         out.print(Text(summary.text), soft_wrap=False)
         out.print()
-
-
-async def _summaries(settings: Settings, session_id: str, scope: str | None) -> list[StoredSummary]:
-    async with open_store(settings) as store:
-        return await store.summaries(session_id, scope=scope)
 
 
 def _summary_json(summary: StoredSummary) -> dict[str, Any]:
@@ -608,7 +599,9 @@ def search(settings: Settings, text: str, scope: str | None, session_id: str | N
 
     Case-insensitive, newest first, across every session unless --session or --scope narrows it.
     """
-    hits = run(settings, _search(settings, text, scope, session_id, limit))
+    hits = run(
+        settings, read(settings, lambda store: store.search(text, scope=scope, session_id=session_id, limit=limit))
+    )
     if as_json:
         _echo_json(
             [
@@ -662,13 +655,6 @@ def _snippet(hit: SearchHit, text: str, around: int = 70) -> Text:
     )
 
 
-async def _search(
-    settings: Settings, text: str, scope: str | None, session_id: str | None, limit: int
-) -> list[SearchHit]:
-    async with open_store(settings) as store:
-        return await store.search(text, scope=scope, session_id=session_id, limit=limit)
-
-
 # Moving sessions: export, import, delete, migrate
 
 
@@ -688,7 +674,7 @@ def export(settings: Settings, session_id: str, scope: str | None, output: IO[st
     `session-store import` reads it back exactly: messages (pydantic-ai's JSON), their token counts,
     the summary chain and the window position.
     """
-    document = json.loads(run(settings, _export(settings, session_id, scope)))
+    document = json.loads(run(settings, read(settings, lambda store: store.export(session_id, scope=scope))))
     lines = list(to_json_lines(document))
     output.writelines(line + '\n' for line in lines)
     output.flush()
@@ -697,11 +683,6 @@ def export(settings: Settings, session_id: str, scope: str | None, output: IO[st
             f'Exported {session_id!r}: {len(document["messages"])} messages and {len(document["summaries"])} '
             f'summaries to {output.name}.'
         )
-
-
-async def _export(settings: Settings, session_id: str, scope: str | None) -> str:
-    async with open_store(settings) as store:
-        return await store.export(session_id, scope=scope)
 
 
 def to_json_lines(document: dict[str, Any]) -> Iterator[str]:
