@@ -7,13 +7,13 @@ import sqlite3
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests._postgres import PostgresUnavailable, postgres_url, require_postgres
+from testkit.postgres import PostgresUnavailable, postgres_url, require_postgres
 
 
 def postgres_server() -> tuple[str | None, str]:
     """The URL of a PostgreSQL server to measure on, or None and why there is none.
 
-    `tests._postgres` takes the server named by `$SESSION_STORE_TEST_PG_URL`, else starts a throwaway local
+    `testkit.postgres` takes the server named by `$SESSION_STORE_TEST_PG_URL`, else starts a throwaway local
     cluster (fsync off, stopped and deleted at exit) when PostgreSQL is installed.
     """
     url = postgres_url()

@@ -5,7 +5,7 @@ Each script in this folder starts with
     from _bench_env import SUMMARIZATION, ensure_environment
     ensure_environment([SUMMARIZATION])     # the peers this script imports; [] for none
 
-before any third-party import. `ensure_environment` fixes `sys.path` (the repo root first, so `tests` and
+before any third-party import. `ensure_environment` fixes `sys.path` (the repo root first, so `testkit` and
 the `processors` package import from the checkout; this folder last, so `benchmarks/processors.py` can't
 shadow `processors`). Then, if this interpreter lacks the project, one of the dependencies
 `pyproject.toml` lists now, or one of the script's peers at its pin, it makes the private venv

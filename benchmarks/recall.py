@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from _bench_env import ensure_environment
 
-ensure_environment()  # no peer: the repo root on sys.path (for `tests._postgres`), and the project installed
+ensure_environment()  # no peer: the repo root on sys.path (for `testkit.postgres`), and the project installed
 
 import argparse
 import asyncio
@@ -81,7 +81,7 @@ from sqlalchemy.engine import make_url
 from session_store import SessionStore
 from session_store.models import SearchHit
 from session_store.schema import SessionRow
-from tests._postgres import drop_database, fresh_database
+from testkit.postgres import drop_database, fresh_database
 
 Match = Literal['words', 'phrase']
 

@@ -104,8 +104,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from processors import SlidingWindow, SlidingWindowProcessor, count_tokens_approximately
 from session_store import SessionStore
 from session_store.store import RunRecord
-from tests._postgres import drop_database, fresh_database
-from tests.scripted import ScriptedAssistant, scripted_agent
+from testkit.postgres import drop_database, fresh_database
+from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 PeerItem = TResponseInputItem
 PEER_DIST = distribution(PEERS[AGENTS_SQLALCHEMY])
@@ -266,7 +266,7 @@ class SqliteFiles(Databases):
 
 
 class PostgresDatabases(Databases):
-    """Databases made with `tests._postgres.fresh_database` on one server, dropped by `close()`."""
+    """Databases made with `testkit.postgres.fresh_database` on one server, dropped by `close()`."""
 
     title = 'PostgreSQL'
     sqlite = False
@@ -322,7 +322,7 @@ async def ours_through_agent(url: str, turns: int) -> AgentRates:
     dropped): the difference is what the session adds to a run."""
     processor = SlidingWindowProcessor(trigger=('messages', 100), keep=('messages', TAIL))
     capability = SlidingWindow(trigger=processor.trigger, keep=processor.keep)
-    agent = scripted_agent(ScriptedAssistant())
+    agent = scripted_agent(ParallelToolAssistant())
     in_session = alone = 0.0
     async with SessionStore(url, processor=processor) as store:
         session = await store.session('bench')

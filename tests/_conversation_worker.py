@@ -20,7 +20,7 @@ from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
 from session_store import SessionStore
-from tests.scripted import ScriptedAssistant, ScriptedSummarizer, Stop, scripted_agent, shape
+from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, Stop, scripted_agent, shape
 
 SESSION_ID = 'long-conversation'
 SCOPE = 'user-7'
@@ -29,7 +29,7 @@ SCOPE = 'user-7'
 async def main(url: str, first: int, end: int, out: str) -> None:
     summarizer = ScriptedSummarizer()
     processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 30), keep=('messages', 10))
-    assistant = ScriptedAssistant()
+    assistant = ParallelToolAssistant()
     report: dict[str, Any] = {'runs': []}
     async with SessionStore(url, processor=processor) as store:
         session = await store.session(SESSION_ID, scope=SCOPE)
@@ -46,7 +46,7 @@ async def main(url: str, first: int, end: int, out: str) -> None:
         report['summarizer_inputs'] = list(summarizer.inputs)
 
         probe_calls = len(summarizer.inputs)
-        probe = ScriptedAssistant(fail_after=1)
+        probe = ParallelToolAssistant(fail_after=1)
         with contextlib.suppress(Stop):
             await session.run(scripted_agent(probe), f'Turn M{end} please')
         report['probe_request'] = shape(probe.requests[0])

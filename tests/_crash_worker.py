@@ -15,7 +15,7 @@ from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
 from session_store import SessionStore
-from tests.scripted import ScriptedAssistant, ScriptedSummarizer, scripted_agent
+from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, scripted_agent
 
 
 async def main(url: str, seed: str) -> None:
@@ -24,7 +24,7 @@ async def main(url: str, seed: str) -> None:
         FunctionModel(ScriptedSummarizer()), trigger=('messages', 16), keep=('messages', 6)
     )
     async with SessionStore(url, processor=processor) as store:
-        agent = scripted_agent(ScriptedAssistant())
+        agent = scripted_agent(ParallelToolAssistant())
         print('ready', flush=True)
         for run in range(10**6):
             session = await store.session(f'crash-{rng.randrange(3)}')

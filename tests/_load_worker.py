@@ -14,12 +14,12 @@ import random
 import sys
 
 from session_store import SessionConflict, SessionStore
-from tests.scripted import ScriptedAssistant, scripted_agent
+from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 
 async def task(store: SessionStore, name: str, index: int, runs: int, sessions: int) -> list[tuple[str, str, str]]:
     rng = random.Random(f'{name}-{index}')
-    agent = scripted_agent(ScriptedAssistant())
+    agent = scripted_agent(ParallelToolAssistant())
     outcomes = []
     for run in range(runs):
         session_id = f'shared-{rng.randrange(sessions)}'

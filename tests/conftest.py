@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from session_store import SessionStore
-from tests._postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
+from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
 
 
 @pytest.fixture(params=['sqlite', 'postgresql'])

@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from session_store import SessionConflict, SessionStore
 from session_store.store import now
-from tests.scripted import MARKER, ScriptedAssistant, scripted_agent
+from testkit.scripted import MARKER, ParallelToolAssistant, scripted_agent
 
 ROOT = Path(__file__).resolve().parent.parent
 StoreFactory = Callable[..., SessionStore]
@@ -29,7 +29,7 @@ StoreFactory = Callable[..., SessionStore]
 
 def slow_agent(delay: float = 0.2) -> object:
     """A scripted agent whose every model call takes `delay` seconds, so runs overlap."""
-    assistant = ScriptedAssistant()
+    assistant = ParallelToolAssistant()
 
     async def slowly(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         await asyncio.sleep(delay)
@@ -92,7 +92,7 @@ async def test_a_waiting_run_gives_up_after_its_timeout(store_factory: StoreFact
         holding = asyncio.create_task(holder.run(slow_agent(0.5), 'Turn M1 slow'))
         await asyncio.sleep(0.1)  # the holder takes the lease
         with pytest.raises(SessionConflict, match=r'another run still held it after waiting 0\.3s'):
-            await impatient.run(scripted_agent(ScriptedAssistant()), 'Turn M2 impatient')
+            await impatient.run(scripted_agent(ParallelToolAssistant()), 'Turn M2 impatient')
         await holding
         assert len(await store.history('held', limit=None)) == 4
 
@@ -105,13 +105,13 @@ async def test_a_crashed_holders_lease_lapses(store_factory: StoreFactory) -> No
                 text('UPDATE sessions SET lease_owner = :owner, lease_expires = :expires'),
                 {'owner': 'crashed-process', 'expires': now() - timedelta(seconds=1)},
             )
-        await session.run(scripted_agent(ScriptedAssistant()), 'Turn M1 after the crash')
+        await session.run(scripted_agent(ParallelToolAssistant()), 'Turn M1 after the crash')
         assert len(await store.history('orphaned', limit=None)) == 4
 
 
 async def test_many_writers_on_one_database_never_see_a_raw_lock_error(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
-        agent = scripted_agent(ScriptedAssistant())
+        agent = scripted_agent(ParallelToolAssistant())
 
         async def converse(index: int) -> None:
             session = await store.session(f'writer-{index}')

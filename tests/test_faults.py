@@ -13,7 +13,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from processors import SummarizationFailure, SummarizationProcessor
 from session_store import SchemaMismatch, SessionStore
 from session_store.migration import _config
-from tests.scripted import ScriptedAssistant, scripted_agent
+from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -47,7 +47,7 @@ async def test_a_failing_summarizer_never_breaks_the_run_and_is_retried(
     )
     async with store_factory(processor=processor) as store:
         session = await store.session('faulty')
-        agent = scripted_agent(ScriptedAssistant())
+        agent = scripted_agent(ParallelToolAssistant())
         for turn in range(6):
             result = await session.run(agent, f'Turn M{turn} please')
             assert result.output.startswith('Answer M')
@@ -77,7 +77,7 @@ async def test_a_failing_summarizer_never_breaks_the_run_and_is_retried(
 async def test_hostile_ids_are_stored_verbatim_never_executed(store_factory: StoreFactory, session_id: str) -> None:
     async with store_factory() as store:
         session = await store.session(session_id, scope="x' OR '1'='1")
-        await session.run(scripted_agent(ScriptedAssistant()), 'Turn M1 please')
+        await session.run(scripted_agent(ParallelToolAssistant()), 'Turn M1 please')
         await store.session('bystander')
         assert sorted(s.session_id for s in await store.sessions()) == sorted([session_id, 'bystander'])
         assert len(await store.history(session_id, limit=None)) == 4
@@ -88,7 +88,7 @@ async def test_hostile_ids_are_stored_verbatim_never_executed(store_factory: Sto
 async def test_hostile_search_terms_are_rejected_or_matched_literally(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
         session = await store.session('s')
-        await session.run(scripted_agent(ScriptedAssistant()), "Turn M1 100% of O'Brien_s order")
+        await session.run(scripted_agent(ParallelToolAssistant()), "Turn M1 100% of O'Brien_s order")
         assert [h.position for h in await store.search("100% of O'Brien_s")] == [0]
         assert await store.search('100_ of') == []  # _ and % are literal, not wildcards
         for bad in ('nul\x00byte', 'x' * 10_000_000, '', '   '):
@@ -100,7 +100,7 @@ async def test_huge_and_nul_bearing_messages_round_trip_verbatim(store_factory: 
     async with store_factory() as store:
         session = await store.session('big')
         prompt = 'Turn M1 ' + 'x' * 10_000_000 + ' nul\x00inside'
-        result = await session.run(scripted_agent(ScriptedAssistant()), prompt)
+        result = await session.run(scripted_agent(ParallelToolAssistant()), prompt)
         history = await store.history('big', limit=None)
         assert history == result.new_messages()
         assert history[0].parts[-1].content == prompt  # type: ignore[union-attr]

@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import SlidingWindowProcessor, SummarizationProcessor, safe_cut_points
-from tests.helpers import SYSTEM, pair_violations, system_prompts
+from testkit.histories import SYSTEM, pair_violations, system_prompts
 
 
 @dataclass

@@ -30,7 +30,7 @@ from processors import (
     is_turn_start,
     summary_text,
 )
-from tests.helpers import SYSTEM, pair_violations, system_prompts, tool_history
+from testkit.histories import SYSTEM, pair_violations, system_prompts, tool_history
 
 
 async def test_sliding_window_keeps_the_tail_from_a_turn_start_and_the_system_prompt() -> None:

@@ -20,7 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import SummarizationProcessor
 from session_store import Recall, SessionStore
-from tests.scripted import ScriptedAssistant, ScriptedSummarizer, scripted_agent
+from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
 ORDER = re.compile(r'ORD-\d+')
@@ -53,7 +53,7 @@ async def test_an_order_number_summarized_away_is_recalled_after_200_turns(store
     processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 40), keep=('messages', 12))
     async with store_factory(processor=processor) as store:
         session = await store.session('support-42', scope='user-7', recall=True)
-        chatter = scripted_agent(ScriptedAssistant())
+        chatter = scripted_agent(ParallelToolAssistant())
         for turn in range(200):
             detail = ' My order number is ORD-73519, it has not arrived.' if turn == 3 else ''
             await session.run(chatter, f'Turn M{turn} please.{detail}')
@@ -72,7 +72,7 @@ async def test_an_order_number_summarized_away_is_recalled_after_200_turns(store
 
 async def test_recall_never_reaches_another_session_or_scope(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
-        chatter = scripted_agent(ScriptedAssistant())
+        chatter = scripted_agent(ParallelToolAssistant())
         for session_id, scope, order in (
             ('mine', 'user-1', 'ORD-11111'),
             ('other-session', 'user-1', 'ORD-22222'),
@@ -92,7 +92,7 @@ async def test_recall_never_reaches_another_session_or_scope(store_factory: Stor
 async def test_recall_answers_fit_their_budget_and_read_ranges(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
         session = await store.session('long', recall=Recall(max_tokens=300, max_hits=8))
-        chatter = scripted_agent(ScriptedAssistant())
+        chatter = scripted_agent(ParallelToolAssistant())
         for turn in range(10):
             await session.run(chatter, f'Turn M{turn} about refunds ' + 'details ' * 100)
 
@@ -127,7 +127,7 @@ def test_recall_settings_are_validated(bad: dict[str, int]) -> None:
 async def test_full_text_search_ranks_and_matches_stems(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
         session = await store.session('s')
-        chatter = scripted_agent(ScriptedAssistant())
+        chatter = scripted_agent(ParallelToolAssistant())
         await session.run(chatter, 'Turn M1 the parcel shipped yesterday')
         await session.run(chatter, 'Turn M2 shipping to Oslo and shipping insurance for the parcel')
         await session.run(chatter, 'Turn M3 my order ORD-73519 was lost')

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from processors import SlidingWindowProcessor, SummarizationProcessor, count_tokens_approximately
 from session_store import SchemaMismatch, SessionConflict, SessionNotFound, SessionStore, StoreError
 from session_store.migration import head_revision
-from tests.scripted import ScriptedAssistant, ScriptedSummarizer, Stop, scripted_agent
+from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, Stop, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -30,7 +30,7 @@ def summarizing(summarizer: ScriptedSummarizer | None = None) -> SummarizationPr
 
 async def converse(store: SessionStore, session_id: str, turns: int, *, scope: str | None = None) -> None:
     session = await store.session(session_id, scope=scope)
-    agent = scripted_agent(ScriptedAssistant())
+    agent = scripted_agent(ParallelToolAssistant())
     for turn in range(turns):
         await session.run(agent, f'Turn M{turn} for {session_id}')
 
@@ -99,7 +99,7 @@ async def test_session_ids_must_be_printable_and_short(store_factory: StoreFacto
 async def test_runs_are_archived_whole_and_in_order(store_factory: StoreFactory) -> None:
     async with store_factory(processor=summarizing()) as store:
         session = await store.session('s1')
-        agent = scripted_agent(ScriptedAssistant())
+        agent = scripted_agent(ParallelToolAssistant())
         produced: list[ModelMessage] = []
         for turn in range(12):
             produced += (await session.run(agent, f'Turn M{turn}')).new_messages()
@@ -118,7 +118,7 @@ async def test_a_run_whose_model_raises_leaves_every_row_as_it_was(store_factory
         session = await store.session('s1')
         with pytest.raises(Stop):
             # The second request fails: tool calls were made and a summary may have been written in memory.
-            await session.run(scripted_agent(ScriptedAssistant(fail_after=2)), 'Turn M99 that fails')
+            await session.run(scripted_agent(ParallelToolAssistant(fail_after=2)), 'Turn M99 that fails')
         assert await rows(store) == before
 
 
@@ -147,7 +147,7 @@ async def test_the_session_owns_its_history() -> None:
     store = SessionStore('sqlite+aiosqlite:///:memory:')
     session = await store.session('s1')
     with pytest.raises(TypeError, match='do not pass message_history='):
-        await session.run(scripted_agent(ScriptedAssistant()), 'hi', message_history=[])
+        await session.run(scripted_agent(ParallelToolAssistant()), 'hi', message_history=[])
     await store.close()
 
 
@@ -175,7 +175,7 @@ async def test_a_stale_writer_gets_a_conflict_and_stores_nothing(store_factory: 
         await converse(store, 's1', 1)
         session = await store.session('s1')
         loaded = await store.load_window('s1', None, session.processor)
-        await session.run(scripted_agent(ScriptedAssistant()), 'Turn M5 first writer')
+        await session.run(scripted_agent(ParallelToolAssistant()), 'Turn M5 first writer')
         before = await rows(store)
         with pytest.raises(SessionConflict, match="Session 's1' changed"):
             from session_store.store import RunRecord

@@ -11,8 +11,8 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from session_store import SessionStore
+from testkit.scripted import PREVIOUS, summarized_markers
 from tests._conversation_worker import SCOPE, SESSION_ID
-from tests.scripted import PREVIOUS, summarized_markers
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -30,7 +30,7 @@ from processors import (
     TiktokenCounter,
     count_tokens_approximately,
 )
-from tests.helpers import tool_history
+from testkit.histories import tool_history
 
 TEXT = 'x' * 400  # 100 tokens at four characters a token
 

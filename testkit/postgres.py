@@ -22,8 +22,8 @@ The API, smallest first:
   cluster", for a server that must outlive this process. ``.ci/run`` uses it through the command
   line::
 
-      python -m tests._postgres start DIR   # prints the URL; the server keeps running
-      python -m tests._postgres stop DIR    # stops it and deletes DIR
+      python -m testkit.postgres start DIR   # prints the URL; the server keeps running
+      python -m testkit.postgres stop DIR    # stops it and deletes DIR
 
 Only 127.0.0.1 is ever listened on or connected to by what this module starts. When run as root
 (CI is), the server runs as the ``postgres`` system user, because PostgreSQL refuses to run as root.
@@ -331,7 +331,7 @@ def stop_server(root: Path) -> None:
                 root,
             )
         except PostgresUnavailable as exc:
-            print(f'tests._postgres: could not stop the server in {root}: {exc}', file=sys.stderr)
+            print(f'testkit.postgres: could not stop the server in {root}: {exc}', file=sys.stderr)
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -379,7 +379,7 @@ def require_postgres() -> str:
 def _main(argv: list[str]) -> int:
     """``start DIR``: start a server that outlives us, print its URL. ``stop DIR``: stop, delete."""
     if len(argv) != 2 or argv[0] not in ('start', 'stop'):
-        print('usage: python -m tests._postgres {start|stop} DIR', file=sys.stderr)
+        print('usage: python -m testkit.postgres {start|stop} DIR', file=sys.stderr)
         return 2
     command, root = argv[0], Path(argv[1])
     if command == 'stop':
@@ -388,7 +388,7 @@ def _main(argv: list[str]) -> int:
     try:
         server = start_server(root)
     except PostgresUnavailable as exc:
-        print(f'tests._postgres: {exc}', file=sys.stderr)
+        print(f'testkit.postgres: {exc}', file=sys.stderr)
         return 1
     port = make_url(server.url).port
     print(f'PostgreSQL {server.version} from {server.bindir}, on {HOST}:{port}', file=sys.stderr)

@@ -14,7 +14,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from tests.helpers import SYSTEM
+from testkit.histories import SYSTEM
 
 MARKER = re.compile(r'\bM\d+(?:-\w+)?\b')
 NEW_MESSAGES = re.compile(r'<new_messages>\n(.*?)\n</new_messages>', re.S)
@@ -26,7 +26,7 @@ class Stop(Exception):
 
 
 @dataclass
-class ScriptedAssistant:
+class ParallelToolAssistant:
     """Each user turn: three parallel tool calls, then an answer."""
 
     requests: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
@@ -57,7 +57,7 @@ class ScriptedSummarizer:
         return ModelResponse(parts=[TextPart(f'SUMMARY-{len(self.inputs)} of the conversation so far')])
 
 
-def scripted_agent(assistant: ScriptedAssistant, **kwargs: Any) -> Agent[None, str]:
+def scripted_agent(assistant: ParallelToolAssistant, **kwargs: Any) -> Agent[None, str]:
     """An agent on `assistant` with the `lookup` tool and the test system prompt."""
     agent = Agent(FunctionModel(assistant), system_prompt=SYSTEM, **kwargs)
 
