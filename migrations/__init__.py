@@ -1,5 +1,6 @@
 """The alembic environment and versions that make session-store's schema.
 
-A package only so that it installs beside `session_store`; `session_store.migration` finds it by
-path, never by importing the name `migrations`, which an application may well use for its own.
+Installed as `session_store.migrations` (the packaging maps this directory there), so the wheel adds
+no top-level `migrations` package that could shadow an application's own; `session_store.migration`
+finds it through `importlib.resources`.
 """

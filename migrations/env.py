@@ -9,9 +9,8 @@ from alembic import context
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from session_store.schema import Base
-
-DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
+from session_store._engine import DEFAULT_URL
+from session_store.rows import Base
 
 
 def run_migrations(connection: Connection) -> None:

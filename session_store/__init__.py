@@ -1,24 +1,31 @@
 """Persistent pydantic-ai sessions: a complete SQL archive of every message, stored incremental summaries,
 and windows rebuilt from them without reading the archive."""
 
+from ._engine import DEFAULT_URL
+from ._run_state import WindowProcessor
 from .conversations import SQLConversationStore
 from .errors import SchemaMismatch, SessionConflict, SessionNotFound, StoreError
-from .models import SearchHit, SessionInfo, StoredSummary
+from .exports import ExportedSummary, ExportError, SessionExport
 from .recall import Recall
+from .results import SearchHit, SessionInfo, SessionWindow, StoredSummary
 from .session import Session
-from .store import DEFAULT_URL, SessionStore, WindowProcessor
+from .store import SessionStore
 
 __all__ = (
     'DEFAULT_URL',
+    'ExportError',
+    'ExportedSummary',
     'Recall',
     'SQLConversationStore',
     'SchemaMismatch',
     'SearchHit',
     'Session',
     'SessionConflict',
+    'SessionExport',
     'SessionInfo',
     'SessionNotFound',
     'SessionStore',
+    'SessionWindow',
     'StoreError',
     'StoredSummary',
     'WindowProcessor',

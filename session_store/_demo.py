@@ -33,7 +33,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import SummarizationProcessor, TiktokenCounter
 
-from .models import StoredSummary
+from .exports import SessionExport
+from .results import StoredSummary
 from .store import SessionStore
 
 __all__ = (
@@ -290,15 +291,15 @@ class DemoOutcome:
     chain: list[StoredSummary]
 
     @classmethod
-    def from_export(cls, document: dict[str, Any], chain: list[StoredSummary]) -> DemoOutcome:
+    def from_export(cls, document: SessionExport, chain: list[StoredSummary]) -> DemoOutcome:
         """Read the outcome from the session's `SessionStore.export()` document and its summary chain."""
-        tokens: list[int] = document['tokens']
+        tokens = document.tokens
         before = [0, *accumulate(tokens)]
-        messages: list[dict[str, Any]] = document['messages']
-        responses = [position for position, message in enumerate(messages) if message['kind'] == 'response']
+        messages = document.messages
+        responses = [position for position, message in enumerate(messages) if isinstance(message, ModelResponse)]
         return cls(
             messages=len(messages),
-            tool_calls=sum(1 for p in responses for part in messages[p]['parts'] if part['part_kind'] == 'tool-call'),
+            tool_calls=sum(1 for p in responses for part in messages[p].parts if isinstance(part, ToolCallPart)),
             tokens_archived=sum(tokens),
             # The response at position p answered a request that, uncompacted, would have held messages [0, p).
             tokens_without_compaction=sum(before[p] for p in responses),

@@ -1,7 +1,10 @@
-"""How the store connects: URL checks, and the SQLite settings that make concurrent writers safe."""
+"""How the store connects: URL checks, the driver extras, and the SQLite settings that make concurrent writers safe."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, event
@@ -9,7 +12,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-__all__ = ('DEFAULT_URL', 'SQLITE_BEGIN', 'create_engine', 'database_url')
+__all__ = ('DEFAULT_URL', 'SQLITE_BEGIN', 'create_engine', 'database_url', 'in_memory', 'sqlite_path')
 
 DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
 
@@ -18,10 +21,16 @@ SQLITE_BEGIN = 'session_store_sqlite_begin'
 
 _ASYNC_DRIVERS = {'sqlite': 'sqlite+aiosqlite', 'postgresql': 'postgresql+asyncpg', 'postgres': 'postgresql+asyncpg'}
 _SUPPORTED = ('sqlite+aiosqlite', 'postgresql+asyncpg')
+_POSTGRES_EXTRA = 'pip install "pydantic-ai-session-store[postgresql]"'
 
 
 def database_url(url: str | URL) -> URL:
-    """`url` checked and given its async driver: plain `sqlite://` and `postgresql://` are accepted."""
+    """`url` checked and given its async driver: plain `sqlite://` and `postgresql://` are accepted.
+
+    Raises:
+        ValueError: Not a URL, or not one of the supported backends.
+        ModuleNotFoundError: A PostgreSQL URL, without the `postgresql` extra's driver installed.
+    """
     try:
         parsed = make_url(url)
     except ArgumentError as error:
@@ -33,15 +42,45 @@ def database_url(url: str | URL) -> URL:
             f'Unsupported database URL {parsed.render_as_string(hide_password=True)!r}: '
             'session-store runs on sqlite+aiosqlite:// or postgresql+asyncpg://.'
         )
+    if parsed.drivername == 'postgresql+asyncpg' and importlib.util.find_spec('asyncpg') is None:
+        raise ModuleNotFoundError(
+            f'PostgreSQL needs the asyncpg driver, which is an extra: {_POSTGRES_EXTRA}.', name='asyncpg'
+        )
     return parsed
 
 
-def create_engine(url: URL) -> AsyncEngine:
-    """An async engine for `url`; on SQLite, in WAL mode with explicit, optionally IMMEDIATE, transactions."""
+def in_memory(url: URL) -> bool:
+    """A SQLite database that lives only as long as its connection, and starts empty every time."""
+    return url.drivername.startswith('sqlite') and url.database in (None, '', ':memory:')
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file a SQLite URL names; `None` for other backends and in-memory databases."""
+    if not url.drivername.startswith('sqlite') or in_memory(url) or url.database is None:
+        return None
+    return Path(url.database)
+
+
+def create_engine(url: URL, *, read_only: bool = False) -> AsyncEngine:
+    """An async engine for `url`; on SQLite, in WAL mode with explicit, optionally IMMEDIATE, transactions.
+
+    `read_only` opens a SQLite file read-only (so review works on read-only media and never creates a
+    file); on PostgreSQL it makes every transaction read-only.
+    """
     if url.drivername != 'sqlite+aiosqlite':
+        if read_only:
+            return create_async_engine(url, execution_options={'postgresql_readonly': True})
         return create_async_engine(url)
+    path = sqlite_path(url)
+    if read_only and path is not None:
+        # A file opened read-only: `mode=ro` never creates it; on a directory nobody can write (read-only
+        # media), WAL's shared-memory file can't be made either, so the file is read as immutable.
+        options = {'mode': 'ro', 'uri': 'true'}
+        if not os.access(path.resolve().parent, os.W_OK) and not Path(f'{path}-shm').exists():
+            options['immutable'] = '1'
+        url = url.set(database=f'file:{path.resolve()}').update_query_dict(options)
     engine = create_async_engine(url, connect_args={'timeout': 30})
-    event.listen(engine.sync_engine, 'connect', _tune_sqlite)
+    event.listen(engine.sync_engine, 'connect', _tune_sqlite_readonly if read_only else _tune_sqlite)
     event.listen(engine.sync_engine, 'begin', _begin_sqlite)
     return engine
 
@@ -57,6 +96,15 @@ def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
     # The driver would open transactions itself, lazily and never before DDL; the `begin` event
     # opens them instead, so migrations are atomic and writers can start IMMEDIATE.
+    dbapi_connection.isolation_level = None
+
+
+def _tune_sqlite_readonly(dbapi_connection: Any, _record: Any) -> None:
+    # Setting the journal mode is a write; a reader only waits out writers and never writes.
+    cursor = dbapi_connection.cursor()
+    cursor.execute('PRAGMA busy_timeout=30000')
+    cursor.execute('PRAGMA query_only=ON')
+    cursor.close()
     dbapi_connection.isolation_level = None
 
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import ColumnClause, ColumnElement, Select, column, func, literal_column, table
 
-from .schema import MessageRow
+from .rows import MessageRow
 
 __all__ = ('rank_by_words', 'words')
 

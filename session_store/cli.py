@@ -15,7 +15,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -58,10 +58,11 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from processors import SummarizationProcessor, TiktokenCounter, part_text
 
 from . import _demo, migration
-from ._codec import dump_messages
+from ._codec import dump_messages, dump_usage
 from .errors import SessionConflict, StoreError
-from .models import SearchHit, SessionInfo, StoredSummary
-from .store import DEFAULT_URL, SessionStore, WindowProcessor, dump_usage
+from .exports import ExportError, SessionExport
+from .results import SearchHit, SessionInfo, StoredSummary
+from .store import DEFAULT_URL, SessionStore, WindowProcessor
 
 __all__ = ('main',)
 
@@ -581,9 +582,8 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
 
 async def _context(settings: Settings, session_id: str, scope: str | None) -> tuple[list[ModelMessage], list[int], int]:
     async with open_store(settings) as store:
-        # load_window is what a run starts from; unlike store.session() it never creates the session.
-        loaded = await store.load_window(session_id, scope, store.processor)
-    return loaded.messages, loaded.positions, loaded.message_count
+        window = await store.window(session_id, scope=scope)
+    return window.messages, window.positions, window.message_count
 
 
 @main.command()
@@ -669,67 +669,20 @@ def _snippet(hit: SearchHit, text: str, around: int = 70) -> Text:
 def export(settings: Settings, session_id: str, scope: str | None, output: IO[str]) -> None:
     """Write a session to JSON Lines, for `import`.
 
-    A header line, then one line per message, then one per summary.
+    A header line, then one line per message, one per summary, and a closing line with the counts and
+    a digest, so `import` can tell a whole file from one cut short.
 
     `session-store import` reads it back exactly: messages (pydantic-ai's JSON), their token counts,
     the summary chain and the window position.
     """
-    document = json.loads(run(settings, read(settings, lambda store: store.export(session_id, scope=scope))))
-    lines = list(to_json_lines(document))
-    output.writelines(line + '\n' for line in lines)
+    document = run(settings, read(settings, lambda store: store.export(session_id, scope=scope)))
+    output.writelines(line + '\n' for line in document.to_json_lines())
     output.flush()
     if output is not sys.stdout:
         err.print(
-            f'Exported {session_id!r}: {len(document["messages"])} messages and {len(document["summaries"])} '
+            f'Exported {session_id!r}: {len(document.messages)} messages and {len(document.summaries)} '
             f'summaries to {output.name}.'
         )
-
-
-def to_json_lines(document: dict[str, Any]) -> Iterator[str]:
-    """The store's export document as JSON Lines: a `session` header, then `message` lines, then `summary` lines."""
-    header = {key: value for key, value in document.items() if key not in ('messages', 'tokens', 'summaries')}
-    yield json.dumps({'kind': 'session', **header}, ensure_ascii=False)
-    for position, (message, tokens) in enumerate(zip(document['messages'], document['tokens'], strict=True)):
-        yield json.dumps(
-            {'kind': 'message', 'position': position, 'tokens': tokens, 'message': message}, ensure_ascii=False
-        )
-    for summary in document['summaries']:
-        yield json.dumps({'kind': 'summary', **summary}, ensure_ascii=False)
-
-
-def from_json_lines(lines: Iterable[str], source: str) -> dict[str, Any]:
-    """The store's export document again, from `to_json_lines` output; errors name the file and line."""
-    header: dict[str, Any] | None = None
-    messages: list[Any] = []
-    tokens: list[int] = []
-    chain: list[Any] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f'{source}, line {number}'
-        try:
-            record = json.loads(line)
-        except ValueError as error:
-            raise Failure(f'{where}: not JSON ({error}).') from None
-        kind = record.pop('kind', None) if isinstance(record, dict) else None
-        if kind == 'session':
-            if header is not None:
-                raise Failure(f'{where}: a second session header; export one session per file.')
-            header = record
-        elif header is None:
-            raise Failure(f'{where}: expected the session header first; is this a `session-store export` file?')
-        elif kind == 'message':
-            if record.get('position') != len(messages):
-                raise Failure(f'{where}: message at position {record.get("position")!r}, expected {len(messages)}.')
-            messages.append(record.get('message'))
-            tokens.append(record.get('tokens'))
-        elif kind == 'summary':
-            chain.append(record)
-        else:
-            raise Failure(f'{where}: unknown kind {kind!r}; expected session, message or summary.')
-    if header is None:
-        raise Failure(f'{source}: empty; expected a `session-store export` file.')
-    return {**header, 'messages': messages, 'tokens': tokens, 'summaries': chain}
 
 
 @main.command('import')
@@ -742,21 +695,30 @@ def import_(settings: Settings, file: IO[str], session_id: str | None, scope: st
     """Store a session from an `export` file (- reads stdin).
 
     The id (its own, or --session-id) must be free in the target database, which is created if new.
+    A file that is cut short, changed, or inconsistent is refused whole.
     """
-    document = from_json_lines(file, 'stdin' if file is sys.stdin else file.name)
+    source = 'stdin' if file is sys.stdin else file.name
+    try:
+        document = SessionExport.from_json_lines(file, source=source)
+    except ExportError as error:
+        raise Failure(str(error)) from None
+    except UnicodeDecodeError as error:
+        raise Failure(
+            f'{source}: not UTF-8 text ({error.reason} at byte {error.start}); is it an export file?'
+        ) from None
     target = run(settings, _import(settings, document, session_id, scope))
     out.print(
-        f'Imported {target!r} into {settings.shown_url}: {len(document["messages"])} messages, '
-        f'{len(document["summaries"])} summaries.'
+        f'Imported {target!r} into {settings.shown_url}: {len(document.messages)} messages, '
+        f'{len(document.summaries)} summaries.'
     )
 
 
-async def _import(settings: Settings, document: dict[str, Any], session_id: str | None, scope: str | None) -> str:
+async def _import(settings: Settings, document: SessionExport, session_id: str | None, scope: str | None) -> str:
     async with open_store(settings, create=True) as store:
         try:
-            return await store.import_(json.dumps(document), session_id=session_id, scope=scope)
+            return await store.import_(document, session_id=session_id, scope=scope)
         except SessionConflict:
-            taken = session_id or document.get('session_id')
+            taken = session_id or document.session_id
             raise Failure(
                 f'A session {taken!r} already exists in {settings.shown_url}; import under another id with '
                 '--session-id NEW, or delete it first.'
@@ -883,7 +845,7 @@ async def _chat(
     async with open_store(settings, create=True, processor=processor) as store:
         session = await store.session(session_id, scope=scope)
         # Only to number the replies as `history` does; reading the window never reads the archive.
-        archived = (await store.load_window(session_id, scope, store.processor)).message_count
+        archived = (await store.window(session_id, scope=scope)).message_count
         if interactive:
             err.print(f'Session {session_id!r} ({archived} messages archived) with {model_name}. /quit or Ctrl-D ends.')
         while True:
@@ -996,7 +958,7 @@ async def _resume_in_new_process(
 
 async def _read_outcome(settings: Settings, session_id: str) -> _demo.DemoOutcome:
     async with open_store(settings) as store:
-        document = json.loads(await store.export(session_id, scope=_demo.DEMO_SCOPE))
+        document = await store.export(session_id, scope=_demo.DEMO_SCOPE)
         chain = await store.summaries(session_id, scope=_demo.DEMO_SCOPE)
     return _demo.DemoOutcome.from_export(document, chain)
 

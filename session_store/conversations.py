@@ -34,11 +34,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from processors import count_tokens
+from processors import TokenCounter, count_tokens
 
+from ._archive import insert_messages
+from ._codec import decode, dump_usage, load_usage, now, utc
+from ._database import Database
+from ._ids import check_id, new_token
 from .errors import SessionConflict
-from .schema import MessageRow, SessionRow, SummaryRow
-from .store import SessionStore, check_id, decode, dump_usage, load_usage, new_token, now, utc
+from .rows import MessageRow, SessionRow, SummaryRow
 
 _RETRY = 'Load the conversation again and retry.'
 
@@ -109,7 +112,7 @@ class SQLConversationStore(ConversationStore):
     Use it as any conversation store:
 
     ```python
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations  # a SessionStore's
     conversation = await conversations.load(cid) or Conversation(conversation_id=cid)
     result = await agent.run('Hi', conversation=conversation)
     await conversations.save(result)
@@ -124,22 +127,22 @@ class SQLConversationStore(ConversationStore):
     - **Delete erases.** `delete` removes the conversation's messages and summaries with it.
     - **Reads are single queries.** `read_history` reads the last `limit` messages in one
       SELECT, whatever the archive's size; `load` is that plus one SELECT for the record.
-    - **Token counts** of new messages are counted once, with `store.processor.token_counter`,
-      and kept, as for messages a `Session` stores.
+    - **Token counts** of new messages are counted once, with the store's processor's
+      `token_counter`, and kept, as for messages a `Session` stores.
 
     A conflicting save raises `SessionConflict`, a `ConversationConflict`.
     """
 
-    def __init__(self, store: SessionStore) -> None:
-        self.store = store
+    def __init__(self, database: Database, token_counter: TokenCounter) -> None:
+        self._database = database
+        self._token_counter = token_counter
 
     # Reading
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         """The conversation's session row as a record, with its head, in one SELECT; `None` if there is none."""
         check_id(conversation_id)
-        await self.store.ready()
-        async with self.store.db() as db:
+        async with self._database.read() as db:
             found = (
                 await db.execute(select(SessionRow, _head_entry_id()).where(SessionRow.session_id == conversation_id))
             ).first()
@@ -149,13 +152,12 @@ class SQLConversationStore(ConversationStore):
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
         if scope is not None:
             check_id(scope, 'scope')
-        await self.store.ready()
         query = select(SessionRow, _head_entry_id()).order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc())
         if scope is not None:
             query = query.where(SessionRow.scope == scope)
         if limit is not None:
             query = query.limit(limit)
-        async with self.store.db() as db:
+        async with self._database.read() as db:
             rows = (await db.execute(query)).all()
         return [_record(row, head_id) for row, head_id in rows]
 
@@ -165,8 +167,7 @@ class SQLConversationStore(ConversationStore):
         Raises:
             LookupError: No message has this entry id.
         """
-        await self.store.ready()
-        async with self.store.db() as db:
+        async with self._database.read() as db:
             found = (await db.execute(_entries_query().where(MessageRow.entry_id == entry_id))).first()
         if found is None:
             raise LookupError(f'No conversation entry {entry_id!r} in the store.')
@@ -184,14 +185,13 @@ class SQLConversationStore(ConversationStore):
         """
         if head_id is None or limit == 0:
             return []
-        await self.store.ready()
         head = select(MessageRow.session_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
         query = _entries_query().join(
             head, and_(MessageRow.session_pk == head.c.session_pk, MessageRow.position <= head.c.position)
         )
         if limit is not None:
             query = query.where(MessageRow.position > head.c.position - limit)
-        async with self.store.db() as db:
+        async with self._database.read() as db:
             rows = (await db.execute(query)).all()
         if not rows:
             raise LookupError(f'No conversation entry {head_id!r} in the store.')
@@ -229,15 +229,13 @@ class SQLConversationStore(ConversationStore):
             raise _not_linear(conversation_id, "the record's head is not the newest of the entries it adds")
         # Counted before the transaction opens: a counter may be slow (a tokenizer, a remote call),
         # and the write lock shouldn't wait on it.
-        counter = self.store.processor.token_counter
-        tokens = [await count_tokens(counter, [entry.message]) for entry in new_entries]
-        await self.store.ready()
-        async with self.store.db() as db, db.begin():
+        tokens = [await count_tokens(self._token_counter, [entry.message]) for entry in new_entries]
+        async with self._database.read() as db, db.begin():
             if expected_revision is None:
                 session_pk, start = await self._create(db, record, new_entries)
             else:
                 session_pk, start = await self._advance(db, record, new_entries, expected_revision)
-            await self.store.insert_messages(
+            await insert_messages(
                 db, session_pk, start, [e.message for e in new_entries], tokens, [e.id for e in new_entries]
             )
 
@@ -336,8 +334,7 @@ class SQLConversationStore(ConversationStore):
             SessionConflict: No session with this id has this revision.
         """
         check_id(conversation_id)
-        await self.store.ready()
-        async with self.store.db() as db, db.begin():
+        async with self._database.read() as db, db.begin():
             # Claim the row first (the revision check and SQLite's write lock in one statement), so a
             # save racing this delete either lands before it and fails it, or fails itself.
             session_pk = await db.scalar(

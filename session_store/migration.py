@@ -1,13 +1,17 @@
 """The schema revision check on open, and the upgrade that makes or updates the schema.
 
-The schema is made only by the alembic migrations shipped beside this package. A new, empty
-database is migrated on first open; one at an older revision is refused with the command that
-upgrades it; one at a revision this version doesn't know (made by a newer session-store) is refused.
+The schema is made only by the alembic migrations, which ship inside this package as
+`session_store.migrations` (in a checkout they live in the top-level `migrations/`, mapped there by
+the packaging) and are found through `importlib.resources`. A new, empty database is migrated on
+first open; one at an older revision is refused with the command that upgrades it; one at a revision
+this version doesn't know (made by a newer session-store) is refused.
 """
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from functools import cache
+from importlib import resources
 from pathlib import Path
 
 from alembic import command
@@ -15,34 +19,47 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._engine import SQLITE_BEGIN
+from ._engine import SQLITE_BEGIN, in_memory
 from .errors import SchemaMismatch
 
-__all__ = ('MIGRATIONS_DIR', 'check_schema', 'head_revision', 'upgrade')
+__all__ = ('check_schema', 'head_revision', 'migrations_dir', 'upgrade')
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / 'migrations'
+_MIGRATIONS_PACKAGE = 'session_store.migrations'
+
+_files = ExitStack()
+
+
+@cache
+def migrations_dir() -> Path:
+    """The alembic environment's directory, as a real path (alembic reads its scripts from files)."""
+    return _files.enter_context(resources.as_file(resources.files(_MIGRATIONS_PACKAGE)))
 
 
 def _config(connection: Connection | None = None) -> Config:
     config = Config()
-    config.set_main_option('script_location', str(MIGRATIONS_DIR))
+    config.set_main_option('script_location', str(migrations_dir()))
     config.attributes['connection'] = connection
     return config
 
 
 @cache
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_config())
+
+
 def head_revision() -> str:
     """The revision this version of session-store's schema is at."""
-    head = ScriptDirectory.from_config(_config()).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None
     return head
 
 
 @cache
 def _known_revisions() -> frozenset[str]:
-    return frozenset(script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions())
+    return frozenset(script.revision for script in _scripts().walk_revisions())
 
 
 def _state(connection: Connection) -> tuple[str | None, bool]:
@@ -70,32 +87,44 @@ async def upgrade(engine: AsyncEngine) -> None:
             await connection.run_sync(lambda sync: command.upgrade(_config(sync), 'head'))
 
 
-async def check_schema(engine: AsyncEngine, url: str, *, migrate_empty: bool = True) -> None:
+async def revision(engine: AsyncEngine) -> str | None:
+    """The database's schema revision; `None` if it has none (empty, or not a session-store database)."""
+    async with engine.connect() as connection:
+        return (await connection.run_sync(_state))[0]
+
+
+async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = True) -> None:
     """Migrate an empty database; refuse one at any other revision than ours, saying what to do."""
     async with engine.connect() as connection:
         revision, has_tables = await connection.run_sync(_state)
     head = head_revision()
+    shown = url.render_as_string(hide_password=True)
     if revision == head:
         return
     if revision is None and not has_tables:
         if migrate_empty:
             await upgrade(engine)
             return
+        if in_memory(url):
+            raise SchemaMismatch(
+                f'{shown} is an in-memory database: it starts empty with every connection, so there is '
+                'nothing to read. Name a database file or server instead.'
+            )
         raise SchemaMismatch(
-            f'The database at {url} is empty. Make its schema with `await store.migrate()` or '
-            f'`session-store migrate --db {url}`.'
+            f'The database at {shown} is empty. Make its schema with `await store.migrate()` or '
+            f'`session-store migrate --db {shown}`.'
         )
     if revision is None:
         raise SchemaMismatch(
-            f'The database at {url} has tables but no session-store schema revision; it is not a session-store '
+            f'The database at {shown} has tables but no session-store schema revision; it is not a session-store '
             'database, or it predates migrations. Point the store at another database.'
         )
     if revision in _known_revisions():
         raise SchemaMismatch(
-            f'The database at {url} is at schema revision {revision}, older than {head}. Upgrade it with '
-            f'`await store.migrate()` or `session-store migrate --db {url}`, then open it again.'
+            f'The database at {shown} is at schema revision {revision}, older than {head}. Upgrade it with '
+            f'`await store.migrate()` or `session-store migrate --db {shown}`, then open it again.'
         )
     raise SchemaMismatch(
-        f'The database at {url} is at schema revision {revision}, which this version of session-store does not '
+        f'The database at {shown} is at schema revision {revision}, which this version of session-store does not '
         f'know (it expects {head}): a newer session-store wrote it. Upgrade session-store to open it.'
     )

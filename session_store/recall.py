@@ -9,7 +9,7 @@ and every answer fits a token budget, so a lookup can't itself overflow the wind
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai import ModelRetry
 from pydantic_ai.messages import ModelMessage
@@ -17,8 +17,9 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from processors import format_messages
 
-if TYPE_CHECKING:
-    from .store import SessionStore
+from . import _review
+from ._database import Database
+from ._search import search
 
 __all__ = ('Recall', 'recall_toolset')
 
@@ -75,7 +76,7 @@ class _Budget:
         return '\n'.join(self.lines) + (_MORE if self.full else '')
 
 
-def recall_toolset(store: SessionStore, session_id: str, scope: str | None, settings: Recall) -> FunctionToolset[Any]:
+def recall_toolset(database: Database, session_id: str, scope: str | None, settings: Recall) -> FunctionToolset[Any]:
     """The recall tools for one session: they read nothing outside `session_id` under `scope`."""
     toolset: FunctionToolset[Any] = FunctionToolset()
     part_chars = settings.max_tokens * _CHARS_PER_TOKEN // 4
@@ -91,12 +92,18 @@ def recall_toolset(store: SessionStore, session_id: str, scope: str | None, sett
         Returns:
             Matching messages as `[position] speaker: text`, each with the messages around it.
         """
-        hits = await store.search(
-            query, session_id=session_id, scope=scope, match='words', limit=max(1, min(limit, settings.max_hits))
+        hits = await search(
+            database,
+            query,
+            session_id=session_id,
+            scope=scope,
+            match='words',
+            limit=max(1, min(limit, settings.max_hits)),
         )
         budget = _Budget(settings.max_tokens)
         for hit in hits:
-            around = await store.history(
+            around = await _review.read_history(
+                database,
                 session_id,
                 scope=scope,
                 offset=max(0, hit.position - settings.context),
@@ -121,7 +128,9 @@ def recall_toolset(store: SessionStore, session_id: str, scope: str | None, sett
         """
         if start < 0 or end <= start:
             raise ModelRetry(f'Give 0 <= start < end; got start={start}, end={end}.')
-        messages = await store.history(session_id, scope=scope, offset=start, limit=min(end - start, _READ_AT_MOST))
+        messages = await _review.read_history(
+            database, session_id, scope=scope, offset=start, limit=min(end - start, _READ_AT_MOST)
+        )
         budget = _Budget(settings.max_tokens)
         for offset, message in enumerate(messages):
             if not budget.add(_render(start + offset, message, part_chars)):

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 from pydantic_ai import Agent
@@ -19,13 +19,15 @@ from pydantic_ai.usage import RunUsage
 
 from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability, count_tokens
 
+from ._archive import load_window, store_run
+from ._database import Database
+from ._ids import new_token
+from ._leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
+from ._review import read_history, read_summaries
+from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
 from .errors import StoreError
-from .models import StoredSummary
 from .recall import Recall, recall_toolset
-from .store import LEASE_TTL, LoadedWindow, NewSummary, RunRecord, WindowProcessor, new_token
-
-if TYPE_CHECKING:
-    from .store import SessionStore
+from .results import StoredSummary
 
 __all__ = ('Session',)
 
@@ -53,7 +55,7 @@ class Session:
 
     def __init__(
         self,
-        store: SessionStore,
+        database: Database,
         session_id: str,
         *,
         scope: str | None,
@@ -62,7 +64,7 @@ class Session:
         timeout: float | None = 60.0,
         recall: Recall | None = None,
     ) -> None:
-        self.store = store
+        self._database = database
         self.session_id = session_id
         self.scope = scope
         self.processor = processor
@@ -116,15 +118,15 @@ class Session:
 
     async def context(self) -> list[ModelMessage]:
         """The stored window the next run starts from (before the new prompt): head, bridge and tail."""
-        return (await self.store.load_window(self.session_id, self.scope, self.processor)).messages
+        return (await load_window(self._database, self.session_id, self.scope, self.processor)).messages
 
-    async def history(self, *, offset: int = 0, limit: int | None = 100) -> list[ModelMessage]:
+    async def history(self, *, offset: int = 0, limit: int | None = None) -> list[ModelMessage]:
         """The raw archive; see `SessionStore.history`."""
-        return await self.store.history(self.session_id, scope=self.scope, offset=offset, limit=limit)
+        return await read_history(self._database, self.session_id, scope=self.scope, offset=offset, limit=limit)
 
     async def summaries(self) -> list[StoredSummary]:
         """The summary chain; see `SessionStore.summaries`."""
-        return await self.store.summaries(self.session_id, scope=self.scope)
+        return await read_summaries(self._database, self.session_id, scope=self.scope)
 
     @asynccontextmanager
     async def _turn(self, kwargs: dict[str, Any]) -> AsyncIterator[_Run]:
@@ -136,7 +138,7 @@ class Session:
             yield await self._start()
             return
         owner = new_token()
-        await self.store.acquire_lease(self.session_id, owner, timeout=self.timeout)
+        await acquire_lease(self._database, self.session_id, owner, timeout=self.timeout)
         heartbeat = asyncio.create_task(self._keep_lease(owner))
         try:
             yield await self._start()
@@ -144,15 +146,15 @@ class Session:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            await self.store.release_lease(self.session_id, owner)
+            await release_lease(self._database, self.session_id, owner)
 
     async def _keep_lease(self, owner: str) -> None:
         while True:
             await asyncio.sleep(LEASE_TTL.total_seconds() / 3)
-            await self.store.renew_lease(self.session_id, owner)
+            await renew_lease(self._database, self.session_id, owner)
 
     async def _start(self) -> _Run:
-        loaded = await self.store.load_window(self.session_id, self.scope, self.processor)
+        loaded = await load_window(self._database, self.session_id, self.scope, self.processor)
         made: list[Summary] = []
         processor = self.processor
         if isinstance(processor, SummarizationProcessor):
@@ -179,7 +181,7 @@ class Session:
             'capabilities': [*kwargs.get('capabilities', ()), run.capability],
         }
         if self.recall is not None:
-            recall = recall_toolset(self.store, self.session_id, self.scope, self.recall)
+            recall = recall_toolset(self._database, self.session_id, self.scope, self.recall)
             extra['toolsets'] = [*kwargs.get('toolsets', ()), recall]
         return {**kwargs, **extra}
 
@@ -225,7 +227,8 @@ class Session:
         ]
         total = replace(loaded.usage)
         total.incr(usage)
-        await self.store.store_run(
+        await store_run(
+            self._database,
             self.session_id,
             loaded,
             RunRecord(

@@ -20,8 +20,8 @@ from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
 from session_store import SessionStore
-from session_store.cli import from_json_lines, main, to_json_lines
-from session_store.migration import MIGRATIONS_DIR, head_revision
+from session_store.cli import main
+from session_store.migration import head_revision, migrations_dir
 
 Result = subprocess.CompletedProcess[str]
 
@@ -81,7 +81,7 @@ async def test_demo_runs_offline_and_leaves_a_database_the_other_commands_read(t
     assert (tmp_path / 'sessions.db').exists(), 'the demo writes ./sessions.db by default'
     async with SessionStore(f'sqlite+aiosqlite:///{tmp_path / "sessions.db"}') as store:
         chain = await store.summaries('demo')
-        window = await store.load_window('demo', None, store.processor)
+        window = await store.window('demo')
     last = chain[-1]
     assert "session 'demo' (scope 'demo')" in report
     assert re.search(r'messages archived +480 ', report)
@@ -139,7 +139,7 @@ async def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: 
     async with SessionStore(db_url) as store:
         archive = await store.history('demo', limit=None)
         chain = await store.summaries('demo')
-        window = await store.load_window('demo', None, store.processor)
+        window = await store.window('demo')
     assert len(archive) == 96 and len(chain) >= 2
 
     results = cli_many(
@@ -260,27 +260,6 @@ def test_import_rejects_a_file_that_is_not_an_export(tmp_path: Path) -> None:
     )
 
 
-def test_json_lines_reassemble_the_export_document() -> None:
-    document = {
-        'format': 'session-store/1',
-        'session_id': 's',
-        'scope': None,
-        'head_end': 0,
-        'window_start': 2,
-        'usage': {},
-        'metadata': {'a': 1},
-        'messages': [{'kind': 'request', 'parts': []}, {'kind': 'response', 'parts': []}],
-        'tokens': [3, 4],
-        'summaries': [{'covers_from': 0, 'covers_to': 1, 'text': 'x'}],
-    }
-    assert from_json_lines(to_json_lines(document), 'f') == document
-    lines = list(to_json_lines(document))
-    with pytest.raises(Exception, match='line 2: message at position 1, expected 0'):
-        from_json_lines([lines[0], lines[2]], 'f')
-    with pytest.raises(Exception, match='expected the session header first'):
-        from_json_lines(lines[1:], 'f')
-
-
 # Chat
 
 
@@ -339,7 +318,7 @@ def test_errors_are_one_readable_line(tmp_path: Path) -> None:
 async def _upgrade(url: str, revision: str) -> None:
     def upgrade(connection: Connection) -> None:
         config = Config()
-        config.set_main_option('script_location', str(MIGRATIONS_DIR))
+        config.set_main_option('script_location', str(migrations_dir()))
         config.attributes['connection'] = connection
         command.upgrade(config, revision)
 

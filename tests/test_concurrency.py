@@ -20,7 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 
 from session_store import SessionConflict, SessionStore
-from session_store.store import now
+from session_store._codec import now
 from testkit.scripted import MARKER, ParallelToolAssistant, scripted_agent
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,6 @@ store holds afterwards, through the conversation API and through `SessionStore`'
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,11 +28,11 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from sqlalchemy import event, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import count_tokens_approximately
-from session_store import SessionConflict, SessionNotFound, SessionStore
-from session_store.conversations import SQLConversationStore
-from session_store.schema import MessageRow
+from session_store import SessionConflict, SessionNotFound, SessionStore, SQLConversationStore
+from session_store.rows import MessageRow
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -93,13 +92,13 @@ def statements(store: SessionStore) -> Iterator[list[str]]:
 
 
 async def message_rows(store: SessionStore) -> int:
-    async with store.db() as db:
+    async with AsyncSession(store.engine) as db:
         return int(await db.scalar(select(func.count()).select_from(MessageRow)) or 0)
 
 
 async def test_runs_round_trip_and_share_the_session_archive(store_factory: StoreFactory) -> None:
     store = store_factory()
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations
     agent = make_agent()
 
     runs = [await run_turn(conversations, agent, 'support-1', f'order {n}') for n in range(3)]
@@ -120,8 +119,8 @@ async def test_runs_round_trip_and_share_the_session_archive(store_factory: Stor
     record = await conversations.read_record('support-1')
     assert record is not None and record.head_id == entries[-1].id and record.revision == loaded.revision
     # Token counts were counted once with the store's processor's counter, as for a Session's messages.
-    exported = json.loads(await store.export('support-1'))
-    assert exported['tokens'] == [count_tokens_approximately([m]) for m in archive]
+    exported = await store.export('support-1')
+    assert exported.tokens == [count_tokens_approximately([m]) for m in archive]
 
     # A Session continues the same conversation, and the conversation API then sees its turn.
     session = await store.session('support-1')
@@ -135,7 +134,7 @@ async def test_runs_round_trip_and_share_the_session_archive(store_factory: Stor
 
 async def test_two_writers_on_one_revision_conflict(store_factory: StoreFactory) -> None:
     store = store_factory()
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations
     agent = make_agent()
     first_turn = await run_turn(conversations, agent, 'shared', 'first')
 
@@ -180,7 +179,7 @@ async def test_two_writers_on_one_revision_conflict(store_factory: StoreFactory)
 
 async def test_reading_the_last_messages_is_one_query(store_factory: StoreFactory) -> None:
     store = store_factory()
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations
     agent = make_agent()
     for n in range(6):
         await run_turn(conversations, agent, 'long', f'question {n}')
@@ -224,7 +223,7 @@ async def test_reading_the_last_messages_is_one_query(store_factory: StoreFactor
 
 async def test_scopes_isolate_conversations(store_factory: StoreFactory) -> None:
     store = store_factory()
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations
     agent = make_agent()
     alice = await run_turn(conversations, agent, 'chat', 'mine', scope='alice')
     await run_turn(conversations, agent, 'other', 'theirs', scope='bob')
@@ -251,7 +250,7 @@ async def test_scopes_isolate_conversations(store_factory: StoreFactory) -> None
 
 async def test_fork_copies_the_kept_history(store_factory: StoreFactory) -> None:
     store = store_factory()
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations
     agent = make_agent()
     first = await run_turn(conversations, agent, 'source', 'first', scope='team')
     second = await run_turn(conversations, agent, 'source', 'second', scope='team')
@@ -270,8 +269,8 @@ async def test_fork_copies_the_kept_history(store_factory: StoreFactory) -> None
     assert not {e.id for e in fork_entries} & {e.id for e in source_entries}
     assert [e.parent_id for e in fork_entries] == [None, *(e.id for e in fork_entries[:-1])]
     assert record.head_id == fork_entries[-1].id
-    tokens = json.loads(await store.export('alternative'))['tokens']
-    assert tokens == json.loads(await store.export('source'))['tokens'][:4]
+    tokens = (await store.export('alternative')).tokens
+    assert tokens == (await store.export('source')).tokens[:4]
 
     # The fork and its source go their own ways, and the fork outlives the source.
     result = await agent.run('elsewhere', conversation=fork)
@@ -296,7 +295,7 @@ async def test_fork_copies_the_kept_history(store_factory: StoreFactory) -> None
 
 async def test_branching_and_rewriting_are_refused(store_factory: StoreFactory) -> None:
     store = store_factory()
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations
     agent = make_agent()
     await run_turn(conversations, agent, 'linear', 'one')
     await run_turn(conversations, agent, 'linear', 'two')
@@ -331,7 +330,7 @@ async def test_branching_and_rewriting_are_refused(store_factory: StoreFactory) 
 
 async def test_delete_erases_the_conversation(store_factory: StoreFactory) -> None:
     store = store_factory()
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations
     agent = make_agent()
     await run_turn(conversations, agent, 'doomed', 'bye')
     kept = await run_turn(conversations, agent, 'kept', 'stay')
@@ -361,7 +360,7 @@ async def test_delete_erases_the_conversation(store_factory: StoreFactory) -> No
 
 async def test_paused_runs_keep_their_deferred_requests(store_factory: StoreFactory) -> None:
     store = store_factory()
-    conversations = SQLConversationStore(store)
+    conversations = store.conversations
     agent = Agent(FunctionModel(assistant), output_type=[str, DeferredToolRequests])
 
     @agent.tool_plain(requires_approval=True)
@@ -389,7 +388,7 @@ async def test_paused_runs_keep_their_deferred_requests(store_factory: StoreFact
 
 
 async def test_ids_are_checked(store_factory: StoreFactory) -> None:
-    conversations = SQLConversationStore(store_factory())
+    conversations = store_factory().conversations
     with pytest.raises(ValueError, match='session_id must be 1 to 255 printable characters'):
         await conversations.load('x' * 256)
     with pytest.raises(ValueError, match='scope must be 1 to 255 printable characters'):

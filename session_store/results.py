@@ -1,4 +1,4 @@
-"""What the store hands back: typed, read-only views of sessions, summaries and search hits."""
+"""What the store hands back: typed, read-only views of sessions, summaries, windows and search hits."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-__all__ = ('SearchHit', 'SessionInfo', 'StoredSummary')
+__all__ = ('SearchHit', 'SessionInfo', 'SessionWindow', 'StoredSummary')
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,17 @@ class SearchHit:
     position: int
     message: ModelMessage
     text: str
+
+
+@dataclass(frozen=True)
+class SessionWindow:
+    """What the next run of a session starts from (before its new prompt), as `SessionStore.window()` reads it."""
+
+    messages: list[ModelMessage]
+    """The head, then the kept tail, whose first request carries the latest summary (or the system prompt)."""
+    positions: list[int]
+    """Each message's position in the archive."""
+    tokens: list[int | None]
+    """Each message's stored token count; `None` for the one carrying the summary, which changed it."""
+    message_count: int
+    """How many messages the archive holds."""

@@ -1,6 +1,6 @@
 """The tables: sessions, their raw messages, and their summaries. One schema for SQLite and PostgreSQL.
 
-The schema is made only by the alembic migrations in `migrations/`; these classes describe it for
+The schema is made only by the alembic migrations in `migrations/`; these rows describe it for
 queries. Messages are stored once each, in order, as pydantic-ai's own JSON, with the text they
 carry (for search) and their token count (so it is never recomputed).
 """

@@ -1,0 +1,242 @@
+"""The archive's writes and the run cycle: sessions made and deleted, messages appended, windows loaded and moved.
+
+Every function takes the `Database` it works on; `SessionStore`, `Session` and `SQLConversationStore`
+all write through here, so a message is stored one way whoever stores it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
+from sqlalchemy import delete, insert, select, union_all, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from processors import message_text, summary_request
+
+from ._codec import decode, dump_message, dump_usage, load_usage, now
+from ._database import Database, find_session
+from ._ids import new_token
+from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
+from .errors import SessionConflict
+from .rows import MessageRow, SessionRow, SummaryRow
+
+__all__ = (
+    'delete_session',
+    'insert_messages',
+    'insert_summary',
+    'load_window',
+    'new_session_row',
+    'open_session',
+    'store_run',
+)
+
+
+def new_session_row(
+    session_id: str,
+    scope: str | None,
+    *,
+    message_count: int = 0,
+    head_end: int = 0,
+    window_start: int = 0,
+    usage: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> SessionRow:
+    moment = now()
+    return SessionRow(
+        session_id=session_id,
+        scope=scope,
+        revision=new_token(),
+        message_count=message_count,
+        head_end=head_end,
+        window_start=window_start,
+        usage=usage or {},
+        branches=[],
+        metadata_=metadata or {},
+        created_at=moment,
+        updated_at=moment,
+    )
+
+
+async def open_session(database: Database, session_id: str, scope: str | None) -> None:
+    """Make sure the session exists, creating it if new; `SessionConflict` if its id is taken under another scope."""
+
+    async def stored_scope(db: AsyncSession) -> tuple[bool, str | None]:
+        found = (await db.execute(select(SessionRow.scope).where(SessionRow.session_id == session_id))).first()
+        return (False, None) if found is None else (True, found[0])
+
+    async def create(db: AsyncSession) -> tuple[bool, str | None]:
+        try:
+            async with db.begin_nested():
+                db.add(new_session_row(session_id, scope))
+            return True, scope
+        except IntegrityError:  # created by a concurrent writer just now
+            return await stored_scope(db)
+
+    # Most opens find the session: a read, and a write transaction only to create one.
+    async with database.read() as db:
+        exists, stored = await stored_scope(db)
+    if not exists:
+        exists, stored = await database.write(session_id, create)
+    if scope is not None and stored != scope:
+        # Say no more than that the id is taken: another scope's sessions stay invisible.
+        raise SessionConflict(
+            session_id, 'the id is already in use', advice='Choose another session id for this scope.'
+        )
+
+
+async def delete_session(database: Database, session_id: str, scope: str | None) -> None:
+    """Delete a session with its archive and summaries."""
+
+    async def remove(db: AsyncSession) -> None:
+        row = await find_session(db, session_id, scope)
+        # Explicit rather than trusting ON DELETE CASCADE, which SQLite only honours with its pragma on.
+        await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == row.pk))
+        await db.execute(delete(MessageRow).where(MessageRow.session_pk == row.pk))
+        await db.execute(delete(SessionRow).where(SessionRow.pk == row.pk))
+
+    await database.write(session_id, remove)
+
+
+async def insert_messages(
+    db: AsyncSession,
+    session_pk: int,
+    start: int,
+    messages: Sequence[ModelMessage],
+    tokens: Sequence[int],
+    entry_ids: Sequence[str] | None = None,
+) -> None:
+    """Append `messages` at positions `start..`, with new entry ids unless the caller's entries have them."""
+    if not messages:
+        return
+    moment = now()
+    await db.execute(
+        insert(MessageRow),
+        [
+            {
+                'session_pk': session_pk,
+                'position': start + offset,
+                'entry_id': entry_ids[offset] if entry_ids is not None else new_token(),
+                'run_id': getattr(message, 'run_id', None),
+                'kind': message.kind,
+                'payload': dump_message(message),
+                # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
+                'text': message_text(message).replace('\x00', ''),
+                'tokens': count,
+                'created_at': moment,
+            }
+            for offset, (message, count) in enumerate(zip(messages, tokens, strict=True))
+        ],
+    )
+
+
+async def insert_summary(
+    db: AsyncSession, session_pk: int, previous: int | None, summary: NewSummary, created_at: datetime
+) -> int:
+    """Store `summary` as the link after `previous`; its primary key."""
+    pk = await db.scalar(
+        insert(SummaryRow)
+        .values(
+            session_pk=session_pk,
+            previous_pk=previous,
+            covers_from=summary.covers_from,
+            covers_to=summary.covers_to,
+            text=summary.text,
+            tokens=summary.tokens,
+            model_name=summary.model_name,
+            usage=dump_usage(summary.usage),
+            created_at=created_at,
+        )
+        .returning(SummaryRow.pk)
+    )
+    assert pk is not None
+    return int(pk)
+
+
+async def load_window(
+    database: Database, session_id: str, scope: str | None, processor: WindowProcessor
+) -> LoadedWindow:
+    """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read."""
+    async with database.read() as db:
+        row = await find_session(db, session_id, scope)
+        summary = await db.scalar(
+            select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk.desc()).limit(1)
+        )
+        # Two range scans on (session, position): the head (at least the first message, for its
+        # system prompt) and the tail. One OR'd condition would make the index serve only the
+        # session and read all of its archive.
+        head_end = min(max(row.head_end, 1), row.window_start)
+        in_session = select(MessageRow.position, MessageRow.payload, MessageRow.tokens).where(
+            MessageRow.session_pk == row.pk
+        )
+        rows = (
+            await db.execute(
+                union_all(
+                    in_session.where(MessageRow.position < head_end),
+                    in_session.where(MessageRow.position >= row.window_start),
+                ).order_by('position')
+            )
+        ).all()
+    loaded = [(position, decode(session_id, position, payload), tokens) for position, payload, tokens in rows]
+    head = [entry for entry in loaded if entry[0] < row.head_end]
+    tail = [entry for entry in loaded if entry[0] >= row.window_start and entry[0] >= row.head_end]
+    first = [loaded[0][1]] if loaded and loaded[0][0] == 0 else []
+    parts: list[ModelRequestPart] = []
+    if summary is not None:
+        parts = list(summary_request(processor.kept_system_parts(first), summary.text).parts)
+    elif row.window_start > row.head_end:  # the system prompt's own message was cut
+        parts = list(processor.kept_system_parts(first))
+    window: list[tuple[int, ModelMessage, int | None]] = [*head, *tail]
+    if parts and tail:
+        # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request
+        # (a cut always starts the tail with one); the run's history then lines up with the archive.
+        position, opening, _ = tail[0]
+        assert isinstance(opening, ModelRequest)
+        window[len(head)] = (position, replace(opening, parts=[*parts, *opening.parts]), None)
+    return LoadedWindow(
+        session_pk=row.pk,
+        revision=row.revision,
+        message_count=row.message_count,
+        head_end=row.head_end,
+        window_start=row.window_start,
+        summary_pk=None if summary is None else summary.pk,
+        messages=[m for _, m, _ in window],
+        positions=[p for p, _, _ in window],
+        tokens=[t for _, _, t in window],
+        usage=load_usage(row.usage),
+    )
+
+
+async def store_run(database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord) -> None:
+    """Append a run's messages and summaries, and move the window, in one transaction.
+
+    Raises:
+        SessionConflict: Another run was stored since `loaded` was read; nothing was written.
+    """
+
+    async def append(db: AsyncSession) -> None:
+        moved = await db.execute(
+            update(SessionRow)
+            .where(SessionRow.pk == loaded.session_pk, SessionRow.revision == loaded.revision)
+            .values(
+                revision=new_token(),
+                message_count=loaded.message_count + len(record.messages),
+                head_end=record.head_end,
+                window_start=record.window_start,
+                usage=dump_usage(record.usage),
+                deferred_tool_requests=record.deferred_tool_requests,
+                updated_at=now(),
+            )
+        )
+        if moved.rowcount != 1:  # type: ignore[attr-defined]
+            raise SessionConflict(session_id)
+        await insert_messages(db, loaded.session_pk, loaded.message_count, record.messages, record.tokens)
+        previous = loaded.summary_pk
+        for summary in record.summaries:
+            previous = await insert_summary(db, loaded.session_pk, previous, summary, now())
+
+    await database.write(session_id, append)

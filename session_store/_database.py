@@ -1,0 +1,108 @@
+"""`Database`: one store's engine, its read and write transactions, and the schema check before first use."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from . import migration
+from ._engine import SQLITE_BEGIN, create_engine
+from ._ids import check_id
+from .errors import SessionNotFound, StoreError
+from .rows import SessionRow
+
+__all__ = ('Database', 'find_session')
+
+T = TypeVar('T')
+
+_LOCKED_TRIES = 8
+
+
+class Database:
+    """The engine behind a `SessionStore`, with the transactions everything else runs in.
+
+    Reads run in plain transactions (`read()`); writes run through `write()`, which on SQLite
+    begins IMMEDIATE and retries a refused lock, so "database is locked" never reaches a user.
+    """
+
+    def __init__(self, url: URL, *, migrate_empty: bool = True, read_only: bool = False) -> None:
+        self.url = url
+        self.engine: AsyncEngine = create_engine(url, read_only=read_only)
+        self.read_only = read_only
+        self._migrate_empty = migrate_empty and not read_only
+        self._readers = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._writers = async_sessionmaker(
+            self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'}), expire_on_commit=False
+        )
+        self._checked = False
+        self._check_lock = asyncio.Lock()
+
+    @property
+    def display_url(self) -> str:
+        """The URL without its password, for messages."""
+        return self.url.render_as_string(hide_password=True)
+
+    async def ready(self) -> None:
+        """Check the schema once (migrating an empty database), before the first query."""
+        if self._checked:
+            return
+        async with self._check_lock:
+            if not self._checked:
+                await migration.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
+                self._checked = True
+
+    async def migrate(self) -> None:
+        """Upgrade the schema to this version's head revision, then check it."""
+        await migration.upgrade(self.engine)
+        self._checked = False
+        await self.ready()
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """An ORM session for reads, on a checked schema."""
+        await self.ready()
+        async with self._readers() as db:
+            yield db
+
+    async def write(self, session_id: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+        """Run `work` in a write transaction, retrying while SQLite reports its lock taken.
+
+        WAL and the busy timeout make most writers wait their turn; a transaction that read before
+        writing can still be refused at once, and is safe to run again from the start.
+        """
+        await self.ready()
+        for attempt in range(1, _LOCKED_TRIES + 1):
+            try:
+                async with self._writers() as db, db.begin():
+                    return await work(db)
+            except OperationalError as error:
+                if 'locked' not in str(error.orig):
+                    raise
+                if attempt == _LOCKED_TRIES:
+                    raise StoreError(
+                        f'Session {session_id!r}: the SQLite database stayed locked by other writers through '
+                        f'{_LOCKED_TRIES} tries; nothing was written. Try again, or move to PostgreSQL for '
+                        'many concurrent writers.'
+                    ) from None
+                await asyncio.sleep(0.01 * attempt * (0.5 + random.random()))
+        raise AssertionError('unreachable')
+
+
+async def find_session(db: AsyncSession, session_id: str, scope: str | None) -> SessionRow:
+    """The session's row; `SessionNotFound` if there is none visible under `scope`."""
+    check_id(session_id)
+    row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
+    if row is None or (scope is not None and row.scope != scope):
+        raise SessionNotFound(session_id, scope)
+    return row
