@@ -85,7 +85,7 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
     if scope is not None and stored != scope:
         # Say no more than that the id is taken: another scope's sessions stay invisible.
         raise SessionConflict(
-            session_id, 'the id is already in use', advice='Choose another session id for this scope.'
+            session_id, 'is already in use as an id', advice='Choose another session id for this scope.'
         )
 
 

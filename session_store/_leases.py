@@ -50,7 +50,7 @@ async def acquire_lease(database: Database, session_id: str, owner: str, *, time
         if await database.write(session_id, take):
             return
         if deadline is not None and loop.time() + pause > deadline:
-            raise SessionConflict(session_id, f'another run still held it after waiting {timeout}s')
+            raise SessionConflict(session_id, f'was still held by another run after waiting {timeout}s')
         await asyncio.sleep(pause * (0.5 + random.random()))
         pause = min(pause * 2, 0.5)
 

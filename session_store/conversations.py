@@ -266,9 +266,7 @@ class SQLConversationStore(ConversationStore):
                 .returning(SessionRow.pk)
             )
         except IntegrityError:
-            raise SessionConflict(
-                conversation_id, 'a conversation with this id already exists', advice=_RETRY
-            ) from None
+            raise SessionConflict(conversation_id, 'already exists', advice=_RETRY) from None
         assert session_pk is not None
         if new_entries or record.head_id is None:
             return session_pk, 0
@@ -276,7 +274,7 @@ class SQLConversationStore(ConversationStore):
         if copied == 0:
             # The forked-from entry was deleted (or never existed) since the fork read it.
             raise SessionConflict(
-                conversation_id, f'the entry it was forked from, {record.head_id!r}, is gone', advice=_RETRY
+                conversation_id, f'was forked from entry {record.head_id!r}, which is gone', advice=_RETRY
             )
         await db.execute(update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=copied))
         return session_pk, copied
@@ -301,7 +299,7 @@ class SQLConversationStore(ConversationStore):
             )
         ).first()
         if moved is None:
-            raise SessionConflict(conversation_id, 'it was saved or deleted since it was loaded', advice=_RETRY)
+            raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
         session_pk, message_count = moved
         start = message_count - len(new_entries)
         stored_head = (
@@ -344,7 +342,7 @@ class SQLConversationStore(ConversationStore):
                 .returning(SessionRow.pk)
             )
             if session_pk is None:
-                raise SessionConflict(conversation_id, 'it was saved or deleted since it was loaded', advice=_RETRY)
+                raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
             # Explicit rather than trusting ON DELETE CASCADE, which SQLite only honours with its pragma on.
             await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == session_pk))
             await db.execute(delete(MessageRow).where(MessageRow.session_pk == session_pk))

@@ -35,13 +35,10 @@ class SessionConflict(ConversationConflict):
     def __init__(
         self,
         session_id: str,
-        detail: str = 'another run on it was stored first',
+        detail: str = 'changed while this run was in progress (another run on it was stored first)',
         *,
         advice: str = 'Run it again, or open the session with wait=True to queue behind the other writer.',
     ) -> None:
         super().__init__(session_id)
         self.session_id = session_id
-        self.args = (
-            f'Session {session_id!r} changed while this run was in progress ({detail}); nothing of this run was '
-            f'stored. {advice}',
-        )
+        self.args = (f'Session {session_id!r} {detail}; nothing was stored. {advice}',)

@@ -315,7 +315,11 @@ async def write_import(database: Database, document: SessionExport, session_id: 
         try:
             await db.flush()
         except IntegrityError:
-            raise SessionConflict(session_id, 'a session with this id already exists') from None
+            raise SessionConflict(
+                session_id,
+                'already exists',
+                advice='Import it under another id, or delete the existing session first.',
+            ) from None
         await insert_messages(db, row.pk, 0, document.messages, document.tokens)
         previous: int | None = None
         for s in document.summaries:

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 from alembic import command
 from alembic.config import Config
 from click.testing import CliRunner

@@ -91,7 +91,7 @@ async def test_a_waiting_run_gives_up_after_its_timeout(store_factory: StoreFact
         impatient = await store.session('held', wait=True, timeout=0.3)
         holding = asyncio.create_task(holder.run(slow_agent(0.5), 'Turn M1 slow'))
         await asyncio.sleep(0.1)  # the holder takes the lease
-        with pytest.raises(SessionConflict, match=r'another run still held it after waiting 0\.3s'):
+        with pytest.raises(SessionConflict, match=r'was still held by another run after waiting 0\.3s'):
             await impatient.run(scripted_agent(ParallelToolAssistant()), 'Turn M2 impatient')
         await holding
         assert len(await store.history('held', limit=None)) == 4

@@ -224,7 +224,7 @@ async def test_scopes_isolate_sessions(store_factory: StoreFactory) -> None:
         ):
             with pytest.raises(SessionNotFound, match="No session 'theirs' under scope 'user-1'"):
                 await call
-        with pytest.raises(SessionConflict, match='the id is already in use') as taken:
+        with pytest.raises(SessionConflict, match='is already in use as an id') as taken:
             await store.session('theirs', scope='user-1')
         assert 'user-2' not in str(taken.value)
         assert {h.session_id for h in await store.search('Turn', scope='user-1')} == {'mine'}

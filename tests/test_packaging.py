@@ -1,0 +1,161 @@
+"""The shape of what ships: two import roots with `py.typed`, migrations inside `session_store`, no import cycles."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from session_store.migration import head_revision, migrations_dir
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ('processors', 'session_store')
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix('').parts
+    return '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """Every module of `modules` that `path` imports, anywhere in it (in functions and `TYPE_CHECKING` too)."""
+    name = _module_name(path)
+    package = name if path.name == '__init__.py' else name.rpartition('.')[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ''
+            if node.level:
+                anchor = package.rsplit('.', node.level - 1)[0] if node.level > 1 else package
+                base = f'{anchor}.{base}' if base else anchor
+            # `from . import x` imports the submodule x; `from .a import b` imports a (and b, if a submodule).
+            submodules = [f'{base}.{alias.name}' for alias in node.names if f'{base}.{alias.name}' in modules]
+            targets = submodules if len(submodules) == len(node.names) else [base, *submodules]
+        else:
+            continue
+        found.update(target for target in targets if target in modules and target != name)
+    return found
+
+
+@pytest.mark.parametrize('package', PACKAGES)
+def test_no_import_cycles_within_a_package(package: str) -> None:
+    files = {_module_name(path): path for path in (REPO / package).rglob('*.py')}
+    graph = {name: _imports(path, set(files)) for name, path in files.items()}
+    assert graph, f'no modules found under {package}'
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycles.append([*trail[trail.index(target) :], target])
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert cycles == []
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = {
+        str(path.relative_to(REPO)): count
+        for package in PACKAGES
+        for path in (REPO / package).rglob('*.py')
+        if (count := len(path.read_text().splitlines())) > 600
+    }
+    assert long == {}
+
+
+def test_the_migrations_are_found_as_package_resources() -> None:
+    found = migrations_dir()
+    assert (found / 'env.py').is_file() and (found / 'script.py.mako').is_file()
+    assert head_revision() == sorted(p.name for p in (found / 'versions').glob('0*.py'))[-1][:4]
+
+
+def test_alembic_upgrade_head_works_from_a_checkout(tmp_path: Path) -> None:
+    url = f'sqlite+aiosqlite:///{tmp_path / "checkout.db"}'
+    environment = {**os.environ, 'SESSION_STORE_URL': url}
+    done = subprocess.run(
+        [sys.executable, '-m', 'alembic', 'upgrade', 'head'],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    current = subprocess.run(
+        [sys.executable, '-m', 'alembic', 'current'], cwd=REPO, env=environment, capture_output=True, text=True
+    )
+    assert f'{head_revision()} (head)' in current.stdout
+
+
+@pytest.fixture(scope='module')
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from this checkout."""
+    out = tmp_path_factory.mktemp('wheel')
+    subprocess.run(
+        [sys.executable, '-m', 'pip', 'wheel', '--quiet', '--no-deps', '--wheel-dir', str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (built,) = out.glob('*.whl')
+    return built
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_two_typed_import_roots_and_the_migrations(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split('/')[0] for name in names if '.dist-info/' not in name} == set(PACKAGES)
+    assert {'processors/py.typed', 'session_store/py.typed'} <= set(names)
+    versions = sorted(name for name in names if name.startswith('session_store/migrations/versions/0'))
+    assert [Path(name).name[:4] for name in versions] == sorted(
+        p.name[:4] for p in (REPO / 'migrations/versions').glob('0*.py')
+    )
+    assert 'session_store/migrations/env.py' in names
+
+
+@pytest.mark.slow
+def test_a_fresh_venv_with_the_wheel_runs_the_demo_and_names_the_postgresql_extra(wheel: Path, tmp_path: Path) -> None:
+    home = tmp_path / 'venv'
+    venv.create(home, with_pip=True)
+    python = home / 'bin' / 'python'
+    subprocess.run([python, '-m', 'pip', 'install', '--quiet', str(wheel)], check=True, timeout=900)
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    environment = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'SESSION_STORE_URL')}
+    demo = subprocess.run(
+        [home / 'bin' / 'session-store', 'demo', '--turns', '8'],
+        cwd=empty,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert demo.returncode == 0, demo.stderr
+    assert 'messages archived' in demo.stdout and (empty / 'sessions.db').is_file()
+    # The PostgreSQL driver is the `postgresql` extra, which this venv lacks: the error names it.
+    probe = subprocess.run(
+        [python, '-c', "from session_store import SessionStore; SessionStore('postgresql://u@localhost/db')"],
+        cwd=empty,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert probe.returncode == 1
+    assert 'pip install "pydantic-ai-session-store[postgresql]"' in probe.stderr
