@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from . import migration
-from ._engine import SQLITE_BEGIN, create_engine
+from ._engine import SQLITE_BEGIN, create_engine, sqlite_path
 from ._ids import check_id
 from .errors import SessionNotFound, StoreError
 from .rows import SessionRow
@@ -56,6 +56,9 @@ class Database:
             return
         async with self._check_lock:
             if not self._checked:
+                path = sqlite_path(self.url)
+                if self.read_only and path is not None and not path.exists():
+                    raise StoreError(f'No database file at {path}: a read-only store opens only an existing one.')
                 await migration.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
                 self._checked = True
 

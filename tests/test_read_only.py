@@ -11,7 +11,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models.test import TestModel
 from sqlalchemy.exc import OperationalError
 
-from session_store import SchemaMismatch, SessionStore
+from session_store import SchemaMismatch, SessionStore, StoreError
 
 
 async def make_database(path: Path) -> None:
@@ -54,7 +54,9 @@ async def test_a_read_only_store_reads_without_writing_anything(tmp_path: Path) 
 
 async def test_a_read_only_store_never_creates_a_database(tmp_path: Path) -> None:
     store = SessionStore(f'sqlite:///{tmp_path / "missing.db"}', read_only=True)
-    with pytest.raises(OperationalError, match='unable to open database file'):
+    with pytest.raises(
+        StoreError, match=r'No database file at .*missing\.db: a read-only store opens only an existing'
+    ):
         await store.sessions()
     await store.close()
     assert list(tmp_path.iterdir()) == []
