@@ -23,8 +23,8 @@ store runs one.
 The archives are synthetic support conversations in turns of four messages: a customer's request, a tool
 call (order lookup, refund status, shipment tracking, returns), the tool's result and the assistant's
 answer, with varying order numbers, products and wording. The sessions grow in place from one size to
-the next, written with `SessionStore.insert_messages` in batches, interleaved across sessions so each
-session's rows are spread through the table. The queries:
+the next, written straight into the archive (`_store_internals.append_messages`) in batches, interleaved
+across sessions so each session's rows are spread through the table. The queries:
 
 - number: '73519', the digits of an order number (ORD-73519) that occurs once in the measured session,
   at position 3, once in another session, and nowhere else: a selective query.
@@ -66,6 +66,7 @@ from typing import Any, Literal
 
 from _bench_db import analyze, postgres_server, server_version
 from _bench_util import load_average, machine, quiet_gc
+from _store_internals import append_messages, session_pks
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -75,12 +76,11 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from sqlalchemy import event, select, update
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from session_store import SessionStore
 from session_store.models import SearchHit
-from session_store.schema import SessionRow
 from testkit.postgres import drop_database, fresh_database
 
 Match = Literal['words', 'phrase']
@@ -240,9 +240,7 @@ async def create_sessions(store: SessionStore) -> dict[str, int]:
     """The four empty sessions, by id, with their primary keys."""
     for session_id in (TARGET, *OTHERS):
         await store.session(session_id, scope=SCOPE)
-    async with store.db() as db:
-        rows = (await db.execute(select(SessionRow.session_id, SessionRow.pk))).all()
-    return {session_id: pk for session_id, pk in rows}
+    return await session_pks(store)
 
 
 async def grow(store: SessionStore, sessions: dict[str, int], start: int, stop: int) -> None:
@@ -251,9 +249,7 @@ async def grow(store: SessionStore, sessions: dict[str, int], start: int, stop: 
         batch_stop = min(batch_start + BATCH, stop)
         for session_id, pk in sessions.items():
             messages = list(conversation(session_id, batch_start, batch_stop))
-            async with store.db() as db, db.begin():
-                await store.insert_messages(db, pk, batch_start, messages, [_tokens(m) for m in messages])
-                await db.execute(update(SessionRow).where(SessionRow.pk == pk).values(message_count=batch_stop))
+            await append_messages(store, pk, batch_start, messages, [_tokens(m) for m in messages])
 
 
 # --- measuring ----------------------------------------------------------------------------------

@@ -83,6 +83,7 @@ from typing import Any, TypeVar
 
 from _bench_db import analyze, postgres_server, server_version
 from _bench_util import load_average, machine, quiet_gc, size_label
+from _store_internals import load_window, new_summary, store_run
 from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
 from agents.items import TResponseInputItem
 from pydantic_ai.messages import (
@@ -96,14 +97,12 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.usage import RunUsage
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from processors import SlidingWindow, SlidingWindowProcessor, count_tokens_approximately
 from session_store import SessionStore
-from session_store.store import RunRecord
 from testkit.postgres import drop_database, fresh_database
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 
@@ -355,18 +354,9 @@ async def our_appender(url: str, turns: int) -> AsyncIterator[Step]:
         async def step(turn: int) -> tuple[float, float]:
             messages, tokens = runs[turn]
             start = time.perf_counter()
-            loaded = await store.load_window('raw', None, store.processor)
+            loaded = await load_window(store, 'raw')
             loaded_at = time.perf_counter()
-            record = RunRecord(
-                messages=messages,
-                tokens=tokens,
-                head_end=0,
-                window_start=max(0, 4 * (turn + 1) - TAIL),
-                summaries=(),
-                usage=loaded.usage,
-                deferred_tool_requests=None,
-            )
-            await store.store_run('raw', loaded, record)
+            await store_run(store, 'raw', loaded, messages, tokens, window_start=max(0, 4 * (turn + 1) - TAIL))
             return loaded_at - start, time.perf_counter() - loaded_at
 
         yield step
@@ -490,19 +480,18 @@ async def build_ours(url: str, size: int) -> None:
             end = min(size, start + BUILD_BATCH)
             summaries = []
             for cut in (c for c in cuts if start < c <= end):
-                summaries.append((covered, cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench', RunUsage()))
+                summaries.append(new_summary(covered, cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench'))
                 covered = cut
-            loaded = await store.load_window('archive', None, store.processor)
-            record = RunRecord(
-                messages=messages[start:end],
-                tokens=tokens[start:end],
-                head_end=0,
+            loaded = await load_window(store, 'archive')
+            await store_run(
+                store,
+                'archive',
+                loaded,
+                messages[start:end],
+                tokens[start:end],
                 window_start=covered,
                 summaries=summaries,
-                usage=RunUsage(),
-                deferred_tool_requests=None,
             )
-            await store.store_run('archive', loaded, record)
         info = (await store.sessions())[0]
     assert (info.message_count, info.summary_count) == (size, len(cuts)), info
 
