@@ -12,6 +12,10 @@ shadow `processors`). Then, if this interpreter lacks the project, one of the de
 `<repo>/.bench-venv` (gitignored), installs into it what that venv lacks of the project (editable) and
 *every* peer in `PEERS`, so one venv serves all the scripts, and re-executes the script there.
 
+When that venv can't be made (no package index reachable, say) but this interpreter has the project, the
+script goes on without its peers: `ensure_environment` prints why, on lines starting `PEERS UNAVAILABLE:`,
+and returns the peers it lacks, whose figures the script then leaves out.
+
 The peers are never dependencies of this project. Only the standard library is used here: this runs
 first, in whatever interpreter the script was started with (a bare `python3` is fine).
 
@@ -49,8 +53,15 @@ PEERS: dict[str, str] = {
 }
 """Every peer the benchmarks use: the module a script imports -> its pip requirement."""
 
+PEERS_UNAVAILABLE = 'PEERS UNAVAILABLE:'
+"""How each line saying that a script runs without some of its peers, and why, starts."""
+INSTALL_TIMEOUT = 900.0
+"""Seconds the peers' installation may take before the script gives up on it and runs without them."""
+
 _REEXEC_FLAG = 'BENCH_ENV_REEXEC'
 _NAME = re.compile(r'\s*([A-Za-z0-9][A-Za-z0-9._-]*)')
+_NETWORK_ERROR = re.compile(r"(?<=: )[^:'\"]*(Errno|refused|resolution|not known|timed out)[^'\"]*")
+"""In pip's `WARNING: Retrying (...) after connection broken by '...: [Errno 111] Connection refused')'`."""
 
 
 def fix_sys_path() -> None:
@@ -128,30 +139,80 @@ def _venv_missing(python: Path) -> list[str]:
     return probe.stdout.splitlines()
 
 
+class BenchVenvError(Exception):
+    """The bench venv could not be made or brought up to date; the message says why."""
+
+
 def _install(python: Path, requirements: list[str]) -> None:
     print(f'Installing {" ".join(requirements)} into {BENCH_VENV} ...', flush=True)
     arguments = [word for requirement in requirements for word in requirement.split(' ', 1)]
     command = [str(python), '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', *arguments]
-    subprocess.run(command, check=True)
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+    except subprocess.TimeoutExpired as error:
+        raise BenchVenvError(f'pip install took longer than {INSTALL_TIMEOUT:.0f} s') from error
+    except subprocess.CalledProcessError as error:
+        raise BenchVenvError(f'pip install failed (exit {error.returncode}): {_pip_failure(error.stderr)}') from error
 
 
-def ensure_environment(peers: Iterable[str] = ()) -> None:
+def _pip_failure(stderr: str) -> str:
+    """The gist of pip's error output: its last ERROR lines, and the network error if it retried any."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    gist = ' '.join(([line for line in lines if line.startswith('ERROR')] or lines)[-2:])
+    retried = [_NETWORK_ERROR.search(line) for line in lines if line.startswith('WARNING: Retrying')]
+    causes = [match.group(0) for match in retried if match is not None]
+    return f'{gist} (the package index is unreachable: {causes[-1]})' if causes else gist
+
+
+def _prepare_venv(python: Path) -> None:
+    """Make the bench venv if it is missing, and install what it lacks."""
+    try:
+        if not python.exists():
+            print(f'Creating {BENCH_VENV} for the benchmarks ...', flush=True)
+            venv.EnvBuilder(with_pip=True).create(BENCH_VENV)
+        requirements = _venv_missing(python)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise BenchVenvError(f'could not make {BENCH_VENV}: {error}') from error
+    if requirements:
+        _install(python, requirements)
+
+
+def _without_peers(peers: list[str], lacking: list[str], why: BenchVenvError) -> list[str]:
+    """Say why the peers are missing and which they are; the peers (modules) to do without. If this
+    interpreter lacks the project itself, nothing can run: exit, saying why."""
+    if EDITABLE in lacking:
+        raise SystemExit(
+            f'{PEERS_UNAVAILABLE} cannot run: {sys.prefix} lacks this project ({OUR_DIST}, or one of its '
+            f'dependencies) and {why}. Run the script with the project installed (e.g. from its .venv).'
+        )
+    absent = [module for module in peers if not peer_ready(module)]
+    requirements = ', '.join(PEERS[module] for module in absent)
+    print(f'{PEERS_UNAVAILABLE} {requirements}: not in {sys.prefix}, and could not be installed into {BENCH_VENV}:')
+    print(f'{PEERS_UNAVAILABLE} {why}.')
+    print(f'{PEERS_UNAVAILABLE} measuring ours only: every figure and ratio against those peers is left out.')
+    print(flush=True)
+    return absent
+
+
+def ensure_environment(peers: Iterable[str] = ()) -> list[str]:
     """Fix `sys.path`; continue if this interpreter has the project and `peers` (modules, keys of
-    `PEERS`), else bring the bench venv up to date and re-execute the running script in it."""
+    `PEERS`), else bring the bench venv up to date and re-execute the running script in it.
+
+    Returns the peers the script must do without: none, unless the bench venv could not be made, in
+    which case this printed why (lines starting `PEERS UNAVAILABLE:`) and the script runs here, ours only.
+    """
     fix_sys_path()
     peers = list(peers)
     lacking = missing(peers)
     if not lacking:
-        return
+        return []
     if os.environ.get(_REEXEC_FLAG):
         raise SystemExit(f'{", ".join(lacking)}: still not importable in {sys.prefix}.')
     python = _venv_python()
-    if not python.exists():
-        print(f'Creating {BENCH_VENV} for the benchmarks ...', flush=True)
-        venv.EnvBuilder(with_pip=True).create(BENCH_VENV)
-    requirements = _venv_missing(python)
-    if requirements:
-        _install(python, requirements)
+    try:
+        _prepare_venv(python)
+    except BenchVenvError as error:
+        return _without_peers(peers, lacking, error)
     script = Path(sys.modules['__main__'].__file__ or sys.argv[0]).resolve()
     os.environ[_REEXEC_FLAG] = '1'
     os.execv(str(python), [str(python), str(script), *sys.argv[1:]])

@@ -4,10 +4,16 @@ Run it with one command from anywhere (the project venv is fine, so is a bare `p
 
     python benchmarks/processors.py            # 1k, 10k and 100k messages, 20 requests each
     python benchmarks/processors.py --sizes 1000 10000 --rounds 10
+    python benchmarks/processors.py --quick    # 1k and 4k messages, 1 request each: runs in seconds
+
+`--quick` sets the defaults to sizes 1,000 and 4,000 and one timed request per size (the warm-up pass too);
+flags given with it win. Its figures are noisy: it shows that both sides run and roughly how they compare.
 
 The peer library is never a dependency of this project. When it isn't importable at the pinned
 version, the script re-executes itself in the private venv `<repo>/.bench-venv` (gitignored), made or
 brought up to date first with this project (editable) and every benchmark's peer: see `_bench_env.py`.
+When that venv can't be made (no package index), the script says so on its first lines
+(`PEERS UNAVAILABLE: ...`) and measures ours alone.
 
 What is measured: the steady state of an agent run, where the processor runs once per model request
 on a history that grew by two messages (the model's response and the next request) since the last
@@ -40,7 +46,7 @@ from __future__ import annotations
 
 from _bench_env import OUR_DIST, PEERS, SUMMARIZATION, distribution, ensure_environment, pin
 
-ensure_environment([SUMMARIZATION])
+HAVE_PEER = SUMMARIZATION not in ensure_environment([SUMMARIZATION])
 
 import argparse
 import asyncio
@@ -54,7 +60,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Literal
 
-import pydantic_ai_summarization as peer
 from _bench_util import load_average, machine, quiet_gc, size_label
 from pydantic_ai.messages import (
     ModelMessage,
@@ -70,6 +75,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import processors as ours
 
+if HAVE_PEER:
+    import pydantic_ai_summarization as peer
+
 PEER_DIST = distribution(PEERS[SUMMARIZATION])
 PEER_VERSION = pin(PEERS[SUMMARIZATION])
 
@@ -77,6 +85,8 @@ Processor = Callable[[list[ModelMessage]], Awaitable[list[ModelMessage]]]
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 DEFAULT_ROUNDS = 20
+QUICK_SIZES = (1_000, 4_000)
+QUICK_ROUNDS = 1
 MIN_PEER_ROUNDS = 5
 TARGET_SPEEDUP = 20.0
 """The issue's targets, reported against, never asserted: ours at least this much faster at 10k ..."""
@@ -188,10 +198,10 @@ class SummarizerSpy:
 
 @dataclass
 class Pair:
-    """One scenario's processors, one of each library, configured alike."""
+    """One scenario's processors, one of each library, configured alike; no peer when it isn't installed."""
 
     ours: Processor
-    peer: Processor
+    peer: Processor | None
     ours_spy: SummarizerSpy | None = None
     peer_spy: SummarizerSpy | None = None
 
@@ -213,7 +223,9 @@ def _summarization_not_triggered() -> Pair:
     ours_spy, peer_spy = SummarizerSpy(), SummarizerSpy()
     return Pair(
         ours=ours.SummarizationProcessor(ours_spy.model, trigger=('tokens', NEVER), keep=('messages', 20)),
-        peer=peer.SummarizationProcessor(peer_spy.model, trigger=('tokens', NEVER), keep=('messages', 20)),
+        peer=peer.SummarizationProcessor(peer_spy.model, trigger=('tokens', NEVER), keep=('messages', 20))
+        if HAVE_PEER
+        else None,
         ours_spy=ours_spy,
         peer_spy=peer_spy,
     )
@@ -226,14 +238,18 @@ def _sliding_messages() -> Pair:
         ),
         peer=peer.SlidingWindowProcessor(
             trigger=('messages', SLIDING_TRIGGER_MESSAGES), keep=('messages', SLIDING_KEEP_MESSAGES)
-        ),
+        )
+        if HAVE_PEER
+        else None,
     )
 
 
 def _sliding_tokens() -> Pair:
     return Pair(
         ours=ours.SlidingWindowProcessor(trigger=('tokens', TOKEN_TRIGGER), keep=('tokens', TOKEN_KEEP)),
-        peer=peer.SlidingWindowProcessor(trigger=('tokens', TOKEN_TRIGGER), keep=('tokens', TOKEN_KEEP)),
+        peer=peer.SlidingWindowProcessor(trigger=('tokens', TOKEN_TRIGGER), keep=('tokens', TOKEN_KEEP))
+        if HAVE_PEER
+        else None,
     )
 
 
@@ -321,11 +337,11 @@ def _check_windows(calls: Calls, history: list[ModelMessage], bridged: bool) -> 
         assert all(a is b for a, b in zip(tail, expected, strict=True)), "the window is not the history's tail"
 
 
-def _check_not_triggered(pair: Pair, ours_calls: Calls, peer_calls: Calls) -> None:
+def _check_not_triggered(pair: Pair, ours_calls: Calls, peer_calls: Calls | None) -> None:
     assert pair.ours_spy is not None and pair.peer_spy is not None
     assert pair.ours_spy.calls == 0, f'our summarizer was called {pair.ours_spy.calls} times'
     assert pair.peer_spy.calls == 0, f"the peer's summarizer was called {pair.peer_spy.calls} times"
-    for calls in (ours_calls, peer_calls):
+    for calls in (ours_calls, peer_calls) if peer_calls is not None else (ours_calls,):
         assert [len(w) for w in calls.windows] == calls.input_lengths, 'untriggered, the history passes whole'
 
 
@@ -334,27 +350,32 @@ def _starts_with_system_prompt(window: Sequence[ModelMessage]) -> bool:
     return isinstance(first, ModelRequest) and isinstance(first.parts[0], SystemPromptPart)
 
 
-def _check_trimmed(scenario: Scenario, ours_calls: Calls, peer_calls: Calls) -> None:
+def _check_trimmed(scenario: Scenario, ours_calls: Calls, peer_calls: Calls | None) -> None:
     """Both trim to windows under the trigger, of comparable size; ours re-injects the system prompt."""
-    for calls, count in (
-        (ours_calls, ours.count_tokens_approximately),
-        (peer_calls, peer.count_tokens_approximately),
-    ):
+    counted = [(ours_calls, ours.count_tokens_approximately)]
+    if peer_calls is not None:
+        counted.append((peer_calls, peer.count_tokens_approximately))
+    for calls, count in counted:
         for window in [calls.warm_window, *calls.windows]:
             if scenario.bound == 'messages':
                 assert len(window) <= SLIDING_TRIGGER_MESSAGES, f'a window of {len(window)} messages'
             else:
                 assert count(window) < TOKEN_TRIGGER, f'a window of {count(window)} tokens'
     assert all(_starts_with_system_prompt(w) for w in [ours_calls.warm_window, *ours_calls.windows])
+    if peer_calls is None:
+        return
     # On the warm-up call both cut the same fresh history. The peer walks back from `keep` to a safe cut;
     # ours walks forward, to a turn start if that keeps at least half, so it may keep somewhat less.
     ours_tail, peer_tail = len(ours_calls.warm_window) - 1, len(peer_calls.warm_window)
     assert peer_tail // 2 <= ours_tail <= peer_tail + 2, f'warm-up windows: ours {ours_tail}+1, peer {peer_tail}'
 
 
-def check(scenario: Scenario, pair: Pair, ours_calls: Calls, peer_calls: Calls, history: list[ModelMessage]) -> None:
+def check(
+    scenario: Scenario, pair: Pair, ours_calls: Calls, peer_calls: Calls | None, history: list[ModelMessage]
+) -> None:
     _check_windows(ours_calls, history, bridged=True)
-    _check_windows(peer_calls, history, bridged=False)
+    if peer_calls is not None:
+        _check_windows(peer_calls, history, bridged=False)
     if scenario.bound == 'none':
         _check_not_triggered(pair, ours_calls, peer_calls)
     else:
@@ -371,11 +392,12 @@ class Row:
     scenario: Scenario
     size: int
     ours: Timing
-    peer: Timing
+    peer: Timing | None
+    """None when the peer is not installed."""
 
     @property
-    def speedup(self) -> float:
-        return self.peer.median_ms / self.ours.median_ms
+    def speedup(self) -> float | None:
+        return None if self.peer is None else self.peer.median_ms / self.ours.median_ms
 
 
 def _ms(value: float) -> str:
@@ -418,11 +440,11 @@ def print_table(rows: list[Row]) -> None:
             row.scenario.name,
             size_label(row.size),
             _ms(row.ours.median_ms),
-            _ms(row.peer.median_ms),
-            f'{row.speedup:.1f}x',
+            '-' if row.peer is None else _ms(row.peer.median_ms),
+            '-' if row.speedup is None else f'{row.speedup:.1f}x',
             f'{growth:.2f}x',
-            f'{len(row.ours.seconds)}/{len(row.peer.seconds)}',
-            f'{_window_sizes(row.ours)}/{_window_sizes(row.peer)}',
+            f'{len(row.ours.seconds)}/{"-" if row.peer is None else len(row.peer.seconds)}',
+            f'{_window_sizes(row.ours)}/{"-" if row.peer is None else _window_sizes(row.peer)}',
         ]
         print(_line(cells))
     print(
@@ -443,19 +465,30 @@ def print_summary(rows: list[Row]) -> None:
         by_size = {row.size: row for row in rows if row.scenario is scenario}
         mid, low, high = by_size[at], by_size[sizes[0]], by_size[sizes[-1]]
         growth = high.ours.median_ms / low.ours.median_ms
+        growth_text = (
+            f'growth {size_label(sizes[0])}->{size_label(sizes[-1])} ours: {growth:.2f}x '
+            f'(target <= {TARGET_GROWTH:.0f}x: {_verdict(growth <= TARGET_GROWTH)})'
+        )
+        if mid.peer is None or mid.speedup is None:
+            print(
+                f'{scenario.label} @{size_label(at)}: ours {_ms(mid.ours.median_ms)} ms, peer not measured '
+                f'(PEERS UNAVAILABLE: see the first lines); {growth_text}'
+            )
+            continue
         print(
             f'{scenario.label} @{size_label(at)}: ours {_ms(mid.ours.median_ms)} ms vs peer '
             f'{_ms(mid.peer.median_ms)} ms = {mid.speedup:.1f}x faster '
-            f'(target >= {TARGET_SPEEDUP:.0f}x: {_verdict(mid.speedup >= TARGET_SPEEDUP)}); '
-            f'growth {size_label(sizes[0])}->{size_label(sizes[-1])} ours: {growth:.2f}x '
-            f'(target <= {TARGET_GROWTH:.0f}x: {_verdict(growth <= TARGET_GROWTH)})'
+            f'(target >= {TARGET_SPEEDUP:.0f}x: {_verdict(mid.speedup >= TARGET_SPEEDUP)}); {growth_text}'
         )
 
 
 def print_versions() -> None:
     print(f'{machine()}; pydantic-ai-slim {importlib.metadata.version("pydantic-ai-slim")}')
     print(f'ours: {OUR_DIST} {importlib.metadata.version(OUR_DIST)} ({Path(ours.__file__).parent})')
-    print(f'peer: {PEER_DIST} {importlib.metadata.version(PEER_DIST)} ({Path(peer.__file__).parent})')
+    if HAVE_PEER:
+        print(f'peer: {PEER_DIST} {importlib.metadata.version(PEER_DIST)} ({Path(peer.__file__).parent})')
+    else:
+        print(f'peer: {PEER_DIST} not installed')
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -463,56 +496,86 @@ def print_versions() -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-async def warm_interpreter(history: list[ModelMessage]) -> None:
+async def warm_interpreter(history: list[ModelMessage], rounds: int) -> None:
     """One untimed pass over every scenario, so the first timed one doesn't pay for cold code paths."""
     for scenario in SCENARIOS:
         pair = scenario.make()
         for processor in (pair.ours, pair.peer):
-            await measure(processor, history, WARM_UP_SIZE + 1, DEFAULT_ROUNDS)
+            if processor is not None:
+                await measure(processor, history, WARM_UP_SIZE + 1, rounds)
 
 
-async def bench(sizes: Sequence[int], rounds: int) -> list[Row]:
+async def bench(sizes: Sequence[int], rounds: int, warm_up_rounds: int) -> list[Row]:
     started = time.perf_counter()
-    history = build_history(max(max(sizes), WARM_UP_SIZE) + 1 + 2 * max(rounds, DEFAULT_ROUNDS))
+    history = build_history(max(max(sizes), WARM_UP_SIZE) + 1 + 2 * max(rounds, warm_up_rounds))
     print(f'Built a history of {len(history):,} messages in {time.perf_counter() - started:.1f}s.\n', flush=True)
-    await warm_interpreter(history)
+    await warm_interpreter(history, warm_up_rounds)
     rows: list[Row] = []
     for scenario in SCENARIOS:
         for size in sizes:
             start = size + 1  # odd: the history ends with a request, as when the model is called
             pair = scenario.make()
             ours_calls = await measure(pair.ours, history, start, rounds)
-            peer_calls = await measure(pair.peer, history, start, rounds, PEER_BUDGET_SECONDS)
+            peer_calls = None
+            if pair.peer is not None:
+                peer_calls = await measure(pair.peer, history, start, rounds, PEER_BUDGET_SECONDS)
             check(scenario, pair, ours_calls, peer_calls, history)
-            row = Row(scenario, size, Timing.of(ours_calls), Timing.of(peer_calls))
+            row = Row(scenario, size, Timing.of(ours_calls), None if peer_calls is None else Timing.of(peer_calls))
             rows.append(row)
-            print(
-                f'  {scenario.name} @ {size_label(size)}: ours {_ms(row.ours.median_ms)} ms, '
-                f'peer {_ms(row.peer.median_ms)} ms per request; warm-up call (ours indexes the history): '
-                f'ours {_ms(ours_calls.warm_seconds * 1_000)} ms, peer {_ms(peer_calls.warm_seconds * 1_000)} ms, '
-                f'windows ours {len(ours_calls.warm_window)}, peer {len(peer_calls.warm_window)}',
-                flush=True,
-            )
+            print_progress(row, ours_calls, peer_calls)
     # Small results only: on exit, asyncio.run (3.11) restores the SIGINT handler, and `signal` formats the
     # repr of the old one, a partial holding the main task, result included: 100k-message windows take minutes.
     return rows
 
 
+def print_progress(row: Row, ours_calls: Calls, peer_calls: Calls | None) -> None:
+    """One line as each (scenario, size) is done: the medians, and the warm-up call that indexes the history."""
+    head = f'  {row.scenario.name} @ {size_label(row.size)}: ours {_ms(row.ours.median_ms)} ms'
+    ours_warm = f'ours {_ms(ours_calls.warm_seconds * 1_000)} ms'
+    if row.peer is None or peer_calls is None:
+        print(
+            f'{head} per request, peer not measured; warm-up call (ours indexes the history): {ours_warm}, '
+            f'window ours {len(ours_calls.warm_window)}',
+            flush=True,
+        )
+        return
+    print(
+        f'{head}, peer {_ms(row.peer.median_ms)} ms per request; warm-up call (ours indexes the history): '
+        f'{ours_warm}, peer {_ms(peer_calls.warm_seconds * 1_000)} ms, '
+        f'windows ours {len(ours_calls.warm_window)}, peer {len(peer_calls.warm_window)}',
+        flush=True,
+    )
+
+
 def parse_args() -> argparse.Namespace:
+    """The arguments; `--quick` changes the defaults of `--sizes` and `--rounds` (flags given with it win)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument('--sizes', type=int, nargs='+', default=list(DEFAULT_SIZES), help='history sizes')
-    parser.add_argument('--rounds', type=int, default=DEFAULT_ROUNDS, help='timed requests per size')
-    return parser.parse_args()
+    parser.add_argument(
+        '--quick',
+        action='store_true',
+        help=f'tiny sizes ({" ".join(map(str, QUICK_SIZES))}) and {QUICK_ROUNDS} request each, done in seconds: '
+        'a check that it runs, not a measurement',
+    )
+    parser.add_argument(
+        '--sizes', type=int, nargs='+', help=f'history sizes (default {" ".join(map(str, DEFAULT_SIZES))})'
+    )
+    parser.add_argument('--rounds', type=int, help=f'timed requests per size (default {DEFAULT_ROUNDS})')
+    args = parser.parse_args()
+    args.sizes = sorted(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
+    if args.rounds is None:
+        args.rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
+    return args
 
 
 def main() -> None:
     args = parse_args()
     print_versions()
     print(load_average('at start'))
-    if importlib.metadata.version(PEER_DIST) != PEER_VERSION:
+    if HAVE_PEER and importlib.metadata.version(PEER_DIST) != PEER_VERSION:
         raise SystemExit(f'expected {PEER_DIST}=={PEER_VERSION}, found {importlib.metadata.version(PEER_DIST)}')
     started = time.perf_counter()
-    rows = asyncio.run(bench(sorted(args.sizes), args.rounds))
+    warm_up_rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
+    rows = asyncio.run(bench(args.sizes, args.rounds, warm_up_rounds))
     print()
     print_table(rows)
     print()

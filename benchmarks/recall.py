@@ -5,6 +5,10 @@ Run it with one command from the repo root (the project venv is fine, so is a ba
     python benchmarks/recall.py
     python benchmarks/recall.py --sizes 1000 10000 --repeats 5 --explain    # a quicker pass, with query plans
     python benchmarks/recall.py --backends postgresql                          # one backend
+    python benchmarks/recall.py --quick       # 200 and 1,000 messages, one timed call each: in seconds
+
+`--quick` sets the defaults to sizes 200 and 1,000 and one timed call per figure; flags given with it win.
+Its figures are noisy; the sanity checks run in full.
 
 What is measured: `SessionStore.search(text, session_id=..., scope=..., limit=8, match=...)`, the call the
 recall tool `search_history` makes (8 is `Recall.max_hits`), on a session whose archive holds 1k, 10k and
@@ -14,7 +18,7 @@ ts_rank_cd), best match first; `match='phrase'` is a case-insensitive LIKE subst
 The figure is the median wall time of one call (query, fetch and decoding of the hits) over `--repeats`
 calls, after two untimed warm-up calls, with GC paused while timing; the last column is LIKE / full-text.
 
-Backends: SQLite in a temporary file, and PostgreSQL on a real server from `tests/_postgres.py` (the server
+Backends: SQLite in a temporary file, and PostgreSQL on a real server from `testkit/postgres.py` (the server
 named by `$SESSION_STORE_TEST_PG_URL`, or a throwaway local cluster when PostgreSQL is installed; skipped,
 saying why, when there is none), in a fresh database that is dropped at the end. PostgreSQL's statistics
 are refreshed with ANALYZE after each fill, as autovacuum would; SQLite gets no ANALYZE, as nothing in the
@@ -23,8 +27,8 @@ store runs one.
 The archives are synthetic support conversations in turns of four messages: a customer's request, a tool
 call (order lookup, refund status, shipment tracking, returns), the tool's result and the assistant's
 answer, with varying order numbers, products and wording. The sessions grow in place from one size to
-the next, written with `SessionStore.insert_messages` in batches, interleaved across sessions so each
-session's rows are spread through the table. The queries:
+the next, written straight into the archive (`_store_internals.append_messages`) in batches, interleaved
+across sessions so each session's rows are spread through the table. The queries:
 
 - number: '73519', the digits of an order number (ORD-73519) that occurs once in the measured session,
   at position 3, once in another session, and nowhere else: a selective query.
@@ -66,6 +70,7 @@ from typing import Any, Literal
 
 from _bench_db import analyze, postgres_server, server_version
 from _bench_util import load_average, machine, quiet_gc
+from _store_internals import append_messages, session_pks
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -75,12 +80,11 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from sqlalchemy import event, select, update
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from session_store import SessionStore
 from session_store.models import SearchHit
-from session_store.schema import SessionRow
 from testkit.postgres import drop_database, fresh_database
 
 Match = Literal['words', 'phrase']
@@ -97,6 +101,10 @@ LIMIT = 8
 BATCH = 5_000
 WARMUP = 2
 BACKENDS = ('sqlite', 'postgresql')
+DEFAULT_SIZES = (1_000, 10_000, 100_000)
+DEFAULT_REPEATS = 15
+QUICK_SIZES = (200, 1_000)
+QUICK_REPEATS = 1
 
 
 @dataclass(frozen=True)
@@ -240,9 +248,7 @@ async def create_sessions(store: SessionStore) -> dict[str, int]:
     """The four empty sessions, by id, with their primary keys."""
     for session_id in (TARGET, *OTHERS):
         await store.session(session_id, scope=SCOPE)
-    async with store.db() as db:
-        rows = (await db.execute(select(SessionRow.session_id, SessionRow.pk))).all()
-    return {session_id: pk for session_id, pk in rows}
+    return await session_pks(store)
 
 
 async def grow(store: SessionStore, sessions: dict[str, int], start: int, stop: int) -> None:
@@ -251,9 +257,7 @@ async def grow(store: SessionStore, sessions: dict[str, int], start: int, stop: 
         batch_stop = min(batch_start + BATCH, stop)
         for session_id, pk in sessions.items():
             messages = list(conversation(session_id, batch_start, batch_stop))
-            async with store.db() as db, db.begin():
-                await store.insert_messages(db, pk, batch_start, messages, [_tokens(m) for m in messages])
-                await db.execute(update(SessionRow).where(SessionRow.pk == pk).values(message_count=batch_stop))
+            await append_messages(store, pk, batch_start, messages, [_tokens(m) for m in messages])
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -441,19 +445,30 @@ def run_postgres(sizes: Sequence[int], repeats: int, explain: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument('--sizes', type=int, nargs='+', default=[1_000, 10_000, 100_000], help='messages a session')
-    parser.add_argument('--repeats', type=int, default=15, help='timed calls per figure (the median is shown)')
+    parser.add_argument(
+        '--quick',
+        action='store_true',
+        help=f'tiny sizes ({" ".join(map(str, QUICK_SIZES))}) and {QUICK_REPEATS} timed call per figure, done in '
+        'seconds: a check that it runs, not a measurement',
+    )
+    parser.add_argument(
+        '--sizes', type=int, nargs='+', help=f'messages a session (default {" ".join(map(str, DEFAULT_SIZES))})'
+    )
+    parser.add_argument(
+        '--repeats', type=int, help=f'timed calls per figure, the median is shown (default {DEFAULT_REPEATS})'
+    )
     parser.add_argument('--explain', action='store_true', help='print each query plan at every size')
     parser.add_argument('--backends', nargs='+', choices=BACKENDS, default=list(BACKENDS))
     args = parser.parse_args(argv)
-    sizes = sorted(set(args.sizes))
+    sizes = sorted(set(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)))
+    repeats = args.repeats if args.repeats is not None else QUICK_REPEATS if args.quick else DEFAULT_REPEATS
     print(f'{machine()}; {load_average("at start")}')
     began = time.perf_counter()
     failures = 0
     if 'sqlite' in args.backends:
-        failures += asyncio.run(run_sqlite(sizes, args.repeats, args.explain))
+        failures += asyncio.run(run_sqlite(sizes, repeats, args.explain))
     if 'postgresql' in args.backends:
-        failures += run_postgres(sizes, args.repeats, args.explain)
+        failures += run_postgres(sizes, repeats, args.explain)
     print(f'\ntotal {time.perf_counter() - began:.0f} s; {load_average("at the end")}')
     if failures:
         print(f'{failures} sanity checks failed (see SANITY CHECK FAILED above): those results are wrong, not slow.')

@@ -6,15 +6,20 @@ Run it with one command from the repo root (the project venv is fine, so is a ba
     python benchmarks/store.py
     python benchmarks/store.py --turns 100 --sizes 100 10000 --repeats 5     # a quicker pass
     python benchmarks/store.py --backends postgresql                          # one backend
+    python benchmarks/store.py --quick          # tiny sizes, one repeat, in seconds: does it run, roughly how
+
+`--quick` sets the defaults to 8 turns, sizes 100 and 1,000, one repeat of everything; flags given with it
+win. Its figures are noisy and only show that every contender runs and roughly how they compare.
 
 The peer is never a dependency of this project. When `openai-agents[sqlalchemy]` isn't importable, the
 script re-executes itself in the private venv `<repo>/.bench-venv` (gitignored), made or brought up to
 date first with this project (editable) and every benchmark's peer: see `_bench_env.py`. The peer never
-calls a model: no API keys, no network beyond pip.
+calls a model: no API keys, no network beyond pip. When that venv can't be made (no package index), the
+script says so on its first lines (`PEERS UNAVAILABLE: ...`) and measures ours alone.
 
 Backends, each library with its own defaults in its own database:
 - SQLite: an aiosqlite file in a temporary directory.
-- PostgreSQL (asyncpg): a fresh database on a real server from `tests/_postgres.py` (the server named by
+- PostgreSQL (asyncpg): a fresh database on a real server from `testkit/postgres.py` (the server named by
   `$SESSION_STORE_TEST_PG_URL`, else a throwaway local cluster when PostgreSQL is installed; it runs with
   fsync off, for both libraries alike), dropped at the end. Skipped, saying why, when there is no server.
   After an archive is built, ANALYZE refreshes the planner's statistics, as autovacuum would.
@@ -24,7 +29,7 @@ the request returning its result, a text answer. The peer stores the same turn a
 input items (a user message, a `function_call`, a `function_call_output`, an assistant message).
 
 1. Append throughput, messages (items) stored per second over `--turns` turns on one session, on a
-   fresh database each time, median of 3:
+   fresh database each time, median of 3 (of 1 with `--quick`):
    - ours through an agent: `session.run(agent, prompt)` with a pydantic-ai `Agent` on the tests'
      scripted `FunctionModel` (one turn per run), so the agent's own work is included. The store's
      processor is a sliding window (trigger 100 messages, keep 20), the steady state of a long session.
@@ -66,7 +71,7 @@ from __future__ import annotations
 
 from _bench_env import AGENTS_SQLALCHEMY, OUR_DIST, PEERS, distribution, ensure_environment
 
-ensure_environment([AGENTS_SQLALCHEMY])
+HAVE_PEER = AGENTS_SQLALCHEMY not in ensure_environment([AGENTS_SQLALCHEMY])
 
 import abc
 import argparse
@@ -79,12 +84,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequen
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from _bench_db import analyze, postgres_server, server_version
 from _bench_util import load_average, machine, quiet_gc, size_label
-from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
-from agents.items import TResponseInputItem
+from _store_internals import load_window, new_summary, store_run
 from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
@@ -96,18 +100,20 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.usage import RunUsage
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from processors import SlidingWindow, SlidingWindowProcessor, count_tokens_approximately
 from session_store import SessionStore
-from session_store.store import RunRecord
 from testkit.postgres import drop_database, fresh_database
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 
-PeerItem = TResponseInputItem
+if HAVE_PEER:
+    from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem as PeerItem
+
 PEER_DIST = distribution(PEERS[AGENTS_SQLALCHEMY])
 
 BACKENDS = ('sqlite', 'postgresql')
@@ -115,6 +121,12 @@ DEFAULT_TURNS = 250
 DEFAULT_SIZES = (100, 10_000, 100_000)
 DEFAULT_REPEATS = 11
 APPEND_REPEATS = 3
+QUICK_TURNS = 8
+QUICK_SIZES = (100, 1_000)
+QUICK_REPEATS = 1
+"""`--quick`: one repeat of every figure, append runs included."""
+PEER_MISSING = 'not measured (PEERS UNAVAILABLE: see the first lines)'
+"""What stands for the peer's figures when it could not be installed."""
 TAIL = 20
 """Messages after the latest summary: the kept tail of a summarizing session, and the peer's `limit`."""
 SUMMARY_EVERY = 80
@@ -132,6 +144,21 @@ _FILLER = (
     'else is pending apart from the survey the customer may answer at their convenience later on. '
 ) * 2
 SUMMARY_TEXT = ('Summary of the conversation so far: ' + _FILLER * 3)[:1_500]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run measures, from the command line."""
+
+    turns: int
+    """Turns appended per append run."""
+    sizes: Sequence[int]
+    """Archived messages to open sessions on, ascending."""
+    repeats: int
+    """Timed repetitions of each opening figure."""
+    append_repeats: int
+    """Append runs, each on fresh databases, per append figure."""
+
 
 # ---------------------------------------------------------------------------------------------------
 # The conversation, in both libraries' formats
@@ -355,18 +382,9 @@ async def our_appender(url: str, turns: int) -> AsyncIterator[Step]:
         async def step(turn: int) -> tuple[float, float]:
             messages, tokens = runs[turn]
             start = time.perf_counter()
-            loaded = await store.load_window('raw', None, store.processor)
+            loaded = await load_window(store, 'raw')
             loaded_at = time.perf_counter()
-            record = RunRecord(
-                messages=messages,
-                tokens=tokens,
-                head_end=0,
-                window_start=max(0, 4 * (turn + 1) - TAIL),
-                summaries=(),
-                usage=loaded.usage,
-                deferred_tool_requests=None,
-            )
-            await store.store_run('raw', loaded, record)
+            await store_run(store, 'raw', loaded, messages, tokens, window_start=max(0, 4 * (turn + 1) - TAIL))
             return loaded_at - start, time.perf_counter() - loaded_at
 
         yield step
@@ -406,11 +424,12 @@ class Append:
 
 
 def append_contenders(databases: Databases, turns: int) -> dict[str, AbstractAsyncContextManager[Step]]:
-    """Ours and the peer, each on a fresh database; on SQLite, the peer with `synchronous=NORMAL` too."""
-    contenders: dict[str, AbstractAsyncContextManager[Step]] = {
-        'ours': our_appender(databases.url('ours'), turns),
-        'peer': peer_appender(databases.url('peer'), turns, synchronous_normal=False),
-    }
+    """Ours and the peer (if installed), each on a fresh database; on SQLite, the peer with
+    `synchronous=NORMAL` too."""
+    contenders: dict[str, AbstractAsyncContextManager[Step]] = {'ours': our_appender(databases.url('ours'), turns)}
+    if not HAVE_PEER:
+        return contenders
+    contenders['peer'] = peer_appender(databases.url('peer'), turns, synchronous_normal=False)
     if databases.sqlite:
         contenders['peer_normal'] = peer_appender(databases.url('peer-normal'), turns, synchronous_normal=True)
     return contenders
@@ -441,29 +460,34 @@ async def storage_append(databases: Databases, turns: int) -> dict[str, Append]:
 class AppendResults:
     agent: AgentRates
     ours: Append
-    peer: Append
+    peer: Append | None
+    """None when the peer is not installed."""
     peer_normal: Append | None
     """SQLite only: the peer with `synchronous=NORMAL`."""
 
 
-async def append_benchmark(databases: Databases, turns: int) -> AppendResults:
-    """Each append measure `APPEND_REPEATS` times on fresh databases; the medians."""
-    agents = [await ours_through_agent(databases.url('agent'), turns) for _ in range(APPEND_REPEATS)]
-    storage = [await storage_append(databases, turns) for _ in range(APPEND_REPEATS)]
+async def append_benchmark(databases: Databases, turns: int, repeats: int) -> AppendResults:
+    """Each append measure `repeats` times on fresh databases; the medians."""
+    agents = [await ours_through_agent(databases.url('agent'), turns) for _ in range(repeats)]
+    storage = [await storage_append(databases, turns) for _ in range(repeats)]
 
-    def median_of(name: str) -> Append:
+    def median_of(name: str) -> Append | None:
+        if name not in storage[0]:
+            return None
         return Append(
             store=statistics.median(run[name].store for run in storage),
             cycle=statistics.median(run[name].cycle for run in storage),
         )
 
+    ours = median_of('ours')
+    assert ours is not None
     return AppendResults(
         agent=AgentRates(
             session=statistics.median(a.session for a in agents), alone=statistics.median(a.alone for a in agents)
         ),
-        ours=median_of('ours'),
+        ours=ours,
         peer=median_of('peer'),
-        peer_normal=median_of('peer_normal') if databases.sqlite else None,
+        peer_normal=median_of('peer_normal'),
     )
 
 
@@ -490,19 +514,18 @@ async def build_ours(url: str, size: int) -> None:
             end = min(size, start + BUILD_BATCH)
             summaries = []
             for cut in (c for c in cuts if start < c <= end):
-                summaries.append((covered, cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench', RunUsage()))
+                summaries.append(new_summary(covered, cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench'))
                 covered = cut
-            loaded = await store.load_window('archive', None, store.processor)
-            record = RunRecord(
-                messages=messages[start:end],
-                tokens=tokens[start:end],
-                head_end=0,
+            loaded = await load_window(store, 'archive')
+            await store_run(
+                store,
+                'archive',
+                loaded,
+                messages[start:end],
+                tokens[start:end],
                 window_start=covered,
                 summaries=summaries,
-                usage=RunUsage(),
-                deferred_tool_requests=None,
             )
-            await store.store_run('archive', loaded, record)
         info = (await store.sessions())[0]
     assert (info.message_count, info.summary_count) == (size, len(cuts)), info
 
@@ -597,35 +620,40 @@ class Opening:
 
     ours_first: float
     ours_warm: float
-    peer_first_all: float
-    peer_warm_all: float
-    peer_first_tail: float
-    peer_warm_tail: float
+    peer_first_all: float | None = None
+    """The peer's figures are None when it is not installed."""
+    peer_warm_all: float | None = None
+    peer_first_tail: float | None = None
+    peer_warm_tail: float | None = None
 
     def ours(self, first: bool) -> float:
         return self.ours_first if first else self.ours_warm
 
-    def peer_all(self, first: bool) -> float:
+    def peer_all(self, first: bool) -> float | None:
         return self.peer_first_all if first else self.peer_warm_all
 
-    def peer_tail(self, first: bool) -> float:
+    def peer_tail(self, first: bool) -> float | None:
         return self.peer_first_tail if first else self.peer_warm_tail
 
 
 async def opening_measures(stack: AsyncExitStack, databases: Databases, size: int) -> dict[str, Measure]:
-    """Both archives of `size` messages, built and analyzed, and the six ways of opening them."""
-    ours_url, peer_url = databases.url(f'ours-{size}'), databases.url(f'peer-{size}')
+    """Both archives of `size` messages (ours alone without the peer), built and analyzed, and the six ways
+    of opening them."""
+    ours_url = databases.url(f'ours-{size}')
     await build_ours(ours_url, size)
-    await build_peer(peer_url, size)
     store = await stack.enter_async_context(SessionStore(ours_url))
+    await analyze(store.engine)
+    ours = {'ours_first': ours_first_open(ours_url, size), 'ours_warm': ours_warm_open(store, size)}
+    if not HAVE_PEER:
+        return ours
+    peer_url = databases.url(f'peer-{size}')
+    await build_peer(peer_url, size)
     engine = create_async_engine(peer_url)
     stack.push_async_callback(engine.dispose)
-    await analyze(store.engine)
     await analyze(engine)
     session = SQLAlchemySession('archive', engine=engine, create_tables=True)
     return {
-        'ours_first': ours_first_open(ours_url, size),
-        'ours_warm': ours_warm_open(store, size),
+        **ours,
         'peer_first_all': peer_first_open(peer_url, size, None),
         'peer_warm_all': peer_warm_open(session, size, None),
         'peer_first_tail': peer_first_open(peer_url, size, TAIL),
@@ -657,11 +685,18 @@ def versus(ours: float, peer: float, *, higher_is_better: bool) -> str:
     return f'{factor:.2f} x faster' if factor >= 1 else f'{1 / factor:.2f} x slower'
 
 
-def print_header(turns: int, sizes: Sequence[int], repeats: int) -> None:
+def version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return 'not installed'
+
+
+def print_header(plan: Plan) -> None:
     names = (OUR_DIST, PEER_DIST, 'pydantic-ai-slim', 'SQLAlchemy', 'aiosqlite', 'asyncpg')
-    print(f'{machine()}; ' + ', '.join(f'{name} {importlib.metadata.version(name)}' for name in names))
-    print(f'append: {turns} turns x 4 messages, median of {APPEND_REPEATS} fresh databases; ', end='')
-    print(f'open: {", ".join(map(size_label, sizes))} archived messages, median of {repeats}')
+    print(f'{machine()}; ' + ', '.join(f'{name} {version(name)}' for name in names))
+    print(f'append: {plan.turns} turns x 4 messages, median of {plan.append_repeats} fresh databases; ', end='')
+    print(f'open: {", ".join(map(size_label, plan.sizes))} archived messages, median of {plan.repeats}')
     print(load_average('at start'))
 
 
@@ -686,10 +721,12 @@ def print_storage_rows(results: AppendResults, reads: bool) -> None:
     ours = pick(results.ours)
     print(f'   {"read + store" if reads else "store only"}:')
     append_row(f'     ours {"load_window + " if reads else ""}store_run', ours)
-    peers = [('peer', results.peer)]
-    if results.peer_normal is not None:
-        peers.append(('peer, synchronous=NORMAL', results.peer_normal))
+    peers = [('peer', results.peer), ('peer, synchronous=NORMAL', results.peer_normal)]
+    if results.peer is None:
+        print(f'     peer {PEER_MISSING}')
     for name, append in peers:
+        if append is None:
+            continue
         append_row(
             f'     {name} {"get_items() + " if reads else ""}add_items',
             pick(append),
@@ -705,6 +742,11 @@ def print_append(results: AppendResults, turns: int, backend: str) -> None:
     print_storage_rows(results, reads=False)
     print_storage_rows(results, reads=True)
     print()
+    if peer is None:
+        print(f'append (store only) on {backend}: ours {ours.store:,.0f} items/s, peer {PEER_MISSING}')
+        print(f'append (read + store) on {backend}: ours {ours.cycle:,.0f} items/s, peer {PEER_MISSING}')
+        print()
+        return
     print(
         f'append (store only) on {backend}: ours {ours.store:,.0f} items/s, peer {peer.store:,.0f} items/s '
         f'(add_items) -> ours/peer {ours.store / peer.store:.2f} x'
@@ -716,6 +758,11 @@ def print_append(results: AppendResults, turns: int, backend: str) -> None:
     print()
 
 
+def cell(ms: float | None) -> str:
+    """A table cell of ms, or a dash for a peer that is not installed."""
+    return f'{"-":>10}' if ms is None else f'{ms:10.2f}'
+
+
 def print_opening_table(openings: dict[int, Opening], backend: str) -> None:
     print(f'2. Open a session + build its window on {backend}, median ms (ours: summary + 20-message tail)')
     print(f'   {"archived":>9} | {"ours":^21} | {"peer, get_items()":^21} | {"peer, get_items(20)":^21}'.rstrip())
@@ -724,7 +771,7 @@ def print_opening_table(openings: dict[int, Opening], backend: str) -> None:
         cells = (o.ours_first, o.ours_warm, o.peer_first_all, o.peer_warm_all, o.peer_first_tail, o.peer_warm_tail)
         print(
             f'   {size:>9,} |'
-            + ' |'.join(f' {a:10.2f} {b:10.2f}' for a, b in zip(cells[::2], cells[1::2], strict=True))
+            + ' |'.join(f' {cell(a)} {cell(b)}' for a, b in zip(cells[::2], cells[1::2], strict=True))
         )
     print()
 
@@ -741,6 +788,10 @@ def print_opening_lines(openings: dict[int, Opening], backend: str, mode: str) -
             if size != smallest
             else ''
         )
+        if peer_all is None or peer_tail is None:
+            head = f'open+window @{size_label(size)} ({mode}) on {backend}: ours {ours:.2f} ms'
+            print(f'{head}, peer {PEER_MISSING}{growth}')
+            continue
         print(
             f'open+window @{size_label(size)} ({mode}) on {backend}: ours {ours:.2f} ms, peer {peer_all:.2f} ms '
             f'(get_items all) -> {versus(ours, peer_all, higher_is_better=False)}; peer {peer_tail:.2f} ms '
@@ -782,23 +833,23 @@ async def describe(url: str, where: str) -> str:
         await engine.dispose()
 
 
-async def run_backend(databases: Databases, title: str, turns: int, sizes: Sequence[int], repeats: int) -> None:
+async def run_backend(databases: Databases, title: str, plan: Plan) -> None:
     """Both parts on one backend's databases, removed at the end."""
     print(f'\n{title}\n')
     try:
-        print_append(await append_benchmark(databases, turns), turns, databases.title)
-        print_opening(await opening_benchmark(databases, sizes, repeats), databases.title)
+        print_append(await append_benchmark(databases, plan.turns, plan.append_repeats), plan.turns, databases.title)
+        print_opening(await opening_benchmark(databases, plan.sizes, plan.repeats), databases.title)
     finally:
         databases.close()
 
 
-async def run_sqlite(turns: int, sizes: Sequence[int], repeats: int) -> None:
+async def run_sqlite(plan: Plan) -> None:
     files = SqliteFiles()
     title = await describe('sqlite+aiosqlite://', 'a file per library and run in a temporary directory')
-    await run_backend(files, title, turns, sizes, repeats)
+    await run_backend(files, title, plan)
 
 
-async def run_postgres(turns: int, sizes: Sequence[int], repeats: int) -> None:
+async def run_postgres(plan: Plan) -> None:
     """The same on PostgreSQL, or say why there is none."""
     server, why = postgres_server()
     if server is None:
@@ -806,31 +857,51 @@ async def run_postgres(turns: int, sizes: Sequence[int], repeats: int) -> None:
         return
     where = make_url(server)
     title = await describe(server, f'{where.host}:{where.port}, a fresh database per library and run')
-    await run_backend(PostgresDatabases(server), title, turns, sizes, repeats)
+    await run_backend(PostgresDatabases(server), title, plan)
 
 
-async def run(turns: int, sizes: Sequence[int], repeats: int, backends: Sequence[str]) -> None:
+async def run(plan: Plan, backends: Sequence[str]) -> None:
     started = time.perf_counter()
-    print_header(turns, sizes, repeats)
+    print_header(plan)
     if 'sqlite' in backends:
-        await run_sqlite(turns, sizes, repeats)
+        await run_sqlite(plan)
     if 'postgresql' in backends:
-        await run_postgres(turns, sizes, repeats)
+        await run_postgres(plan)
     print(f'\nTotal {time.perf_counter() - started:.0f} s; {load_average("at the end")}')
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args() -> tuple[Plan, list[str]]:
+    """The plan (`--quick` changes the defaults, flags given with it win) and the backends."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument('--turns', type=int, default=DEFAULT_TURNS, help='turns appended per append run')
-    parser.add_argument('--sizes', type=int, nargs='+', default=DEFAULT_SIZES, help='archived messages')
-    parser.add_argument('--repeats', type=int, default=DEFAULT_REPEATS, help='timed repetitions per figure')
+    parser.add_argument(
+        '--quick',
+        action='store_true',
+        help=f'tiny sizes and one repeat of everything, done in seconds (turns {QUICK_TURNS}, sizes '
+        f'{" ".join(map(str, QUICK_SIZES))}, repeats {QUICK_REPEATS}): a check that it runs, not a measurement',
+    )
+    parser.add_argument('--turns', type=int, help=f'turns appended per append run (default {DEFAULT_TURNS})')
+    parser.add_argument(
+        '--sizes', type=int, nargs='+', help=f'archived messages (default {" ".join(map(str, DEFAULT_SIZES))})'
+    )
+    parser.add_argument('--repeats', type=int, help=f'timed repetitions per figure (default {DEFAULT_REPEATS})')
     parser.add_argument('--backends', nargs='+', choices=BACKENDS, default=list(BACKENDS))
     args = parser.parse_args()
-    if any(size < TAIL + 4 or size % 4 for size in args.sizes):
+    quick = args.quick
+
+    def given(value: int | None, quick_default: int, default: int) -> int:
+        return value if value is not None else quick_default if quick else default
+
+    sizes = sorted(args.sizes or (QUICK_SIZES if quick else DEFAULT_SIZES))
+    if any(size < TAIL + 4 or size % 4 for size in sizes):
         parser.error(f'sizes must be multiples of 4, at least {TAIL + 4}')
-    return args
+    plan = Plan(
+        turns=given(args.turns, QUICK_TURNS, DEFAULT_TURNS),
+        sizes=sizes,
+        repeats=given(args.repeats, QUICK_REPEATS, DEFAULT_REPEATS),
+        append_repeats=QUICK_REPEATS if quick else APPEND_REPEATS,
+    )
+    return plan, args.backends
 
 
 if __name__ == '__main__':
-    arguments = parse_args()
-    asyncio.run(run(arguments.turns, sorted(arguments.sizes), arguments.repeats, arguments.backends))
+    asyncio.run(run(*parse_args()))

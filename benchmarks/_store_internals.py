@@ -1,0 +1,83 @@
+"""Every use the benchmarks make of `session_store`'s internals, one small function per internal.
+
+The benchmarks time the store's own steps (reading a window, appending a run) and fill archives faster
+than runs could, so they call what is not public API: `SessionStore.load_window`, `.store_run`,
+`.insert_messages` and `.db()`, and the data carriers `RunRecord` and `NewSummary`. Those are moving to
+private modules; when they move, this file is the one place to repoint. Nothing else in `benchmarks/`
+imports from `session_store.store` or calls those methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from session_store import SessionStore
+from session_store.schema import SessionRow
+from session_store.store import LoadedWindow, NewSummary, RunRecord
+
+__all__ = ('LoadedWindow', 'NewSummary', 'append_messages', 'load_window', 'new_summary', 'session_pks', 'store_run')
+
+
+def new_summary(covers_from: int, covers_to: int, text: str, tokens: int, model_name: str) -> NewSummary:
+    """A summary to store with a run, covering archive positions `covers_from..covers_to`."""
+    return NewSummary(
+        covers_from=covers_from, covers_to=covers_to, text=text, tokens=tokens, model_name=model_name, usage=RunUsage()
+    )
+
+
+async def load_window(store: SessionStore, session_id: str) -> LoadedWindow:
+    """What a run on the (unscoped) session starts from: its stored window and the revision it was read at."""
+    return await store.load_window(session_id, None, store.processor)
+
+
+async def store_run(
+    store: SessionStore,
+    session_id: str,
+    loaded: LoadedWindow,
+    messages: Sequence[ModelMessage],
+    tokens: Sequence[int],
+    *,
+    window_start: int,
+    summaries: Sequence[NewSummary] = (),
+) -> None:
+    """Append `messages` (with their token counts) and `summaries` after `loaded`, in one transaction, moving
+    the window to start at `window_start`, as a run would; the session's usage is left as it was."""
+    record = RunRecord(
+        messages=messages,
+        tokens=tokens,
+        head_end=0,
+        window_start=window_start,
+        summaries=summaries,
+        usage=loaded.usage,
+        deferred_tool_requests=None,
+    )
+    await store.store_run(session_id, loaded, record)
+
+
+def _db(store: SessionStore) -> AsyncSession:
+    """A new ORM session on the store's engine."""
+    return store.db()
+
+
+async def session_pks(store: SessionStore) -> dict[str, int]:
+    """Every session's primary key, by session id."""
+    async with _db(store) as db:
+        rows = (await db.execute(select(SessionRow.session_id, SessionRow.pk))).all()
+    return {session_id: pk for session_id, pk in rows}
+
+
+async def append_messages(
+    store: SessionStore, session_pk: int, start: int, messages: Sequence[ModelMessage], tokens: Sequence[int]
+) -> None:
+    """Write `messages` at archive positions `start..` of a session and set its message count, in one
+    transaction, without reading or moving its window: the fastest way to fill an archive."""
+    async with _db(store) as db, db.begin():
+        await store.insert_messages(db, session_pk, start, messages, tokens)
+        await db.execute(
+            update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=start + len(messages))
+        )
