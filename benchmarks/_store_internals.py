@@ -1,10 +1,9 @@
 """Every use the benchmarks make of `session_store`'s internals, one small function per internal.
 
 The benchmarks time the store's own steps (reading a window, appending a run) and fill archives faster
-than runs could, so they call what is not public API: `SessionStore.load_window`, `.store_run`,
-`.insert_messages` and `.db()`, and the data carriers `RunRecord` and `NewSummary`. Those are moving to
-private modules; when they move, this file is the one place to repoint. Nothing else in `benchmarks/`
-imports from `session_store.store` or calls those methods.
+than runs could, so they call what is not public API: `session_store._archive`'s `load_window`,
+`store_run` and `insert_messages` on the store's `Database`, and the data carriers `RunRecord` and
+`NewSummary`. This file is the one place that reaches them; nothing else in `benchmarks/` does.
 """
 
 from __future__ import annotations
@@ -14,11 +13,11 @@ from collections.abc import Sequence
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from session_store import SessionStore
-from session_store.schema import SessionRow
-from session_store.store import LoadedWindow, NewSummary, RunRecord
+from session_store import SessionStore, _archive
+from session_store._database import Database
+from session_store._run_state import LoadedWindow, NewSummary, RunRecord
+from session_store.rows import SessionRow
 
 __all__ = ('LoadedWindow', 'NewSummary', 'append_messages', 'load_window', 'new_summary', 'session_pks', 'store_run')
 
@@ -32,7 +31,7 @@ def new_summary(covers_from: int, covers_to: int, text: str, tokens: int, model_
 
 async def load_window(store: SessionStore, session_id: str) -> LoadedWindow:
     """What a run on the (unscoped) session starts from: its stored window and the revision it was read at."""
-    return await store.load_window(session_id, None, store.processor)
+    return await _archive.load_window(_database(store), session_id, None, store.processor)
 
 
 async def store_run(
@@ -56,17 +55,17 @@ async def store_run(
         usage=loaded.usage,
         deferred_tool_requests=None,
     )
-    await store.store_run(session_id, loaded, record)
+    await _archive.store_run(_database(store), session_id, loaded, record)
 
 
-def _db(store: SessionStore) -> AsyncSession:
-    """A new ORM session on the store's engine."""
-    return store.db()
+def _database(store: SessionStore) -> Database:
+    """The database behind the store's public API."""
+    return store._database
 
 
 async def session_pks(store: SessionStore) -> dict[str, int]:
     """Every session's primary key, by session id."""
-    async with _db(store) as db:
+    async with _database(store).read() as db:
         rows = (await db.execute(select(SessionRow.session_id, SessionRow.pk))).all()
     return {session_id: pk for session_id, pk in rows}
 
@@ -76,8 +75,8 @@ async def append_messages(
 ) -> None:
     """Write `messages` at archive positions `start..` of a session and set its message count, in one
     transaction, without reading or moving its window: the fastest way to fill an archive."""
-    async with _db(store) as db, db.begin():
-        await store.insert_messages(db, session_pk, start, messages, tokens)
+    async with _database(store).read() as db, db.begin():
+        await _archive.insert_messages(db, session_pk, start, messages, tokens)
         await db.execute(
             update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=start + len(messages))
         )

@@ -83,8 +83,7 @@ from pydantic_ai.messages import (
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-from session_store import SessionStore
-from session_store.models import SearchHit
+from session_store import SearchHit, SessionStore
 from testkit.postgres import drop_database, fresh_database
 
 Match = Literal['words', 'phrase']
