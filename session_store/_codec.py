@@ -17,7 +17,6 @@ __all__ = (
     'dump_messages',
     'dump_usage',
     'load_message',
-    'load_messages',
     'load_usage',
     'now',
     'utc',
@@ -41,10 +40,6 @@ def load_message(payload: str | bytes) -> ModelMessage:
 
 def dump_messages(messages: list[ModelMessage]) -> bytes:
     return ModelMessagesTypeAdapter.dump_json(messages)
-
-
-def load_messages(data: str | bytes) -> list[ModelMessage]:
-    return ModelMessagesTypeAdapter.validate_json(data)
 
 
 def decode(session_id: str, position: int, payload: str) -> ModelMessage:
