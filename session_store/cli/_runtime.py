@@ -131,33 +131,44 @@ def _sqlite_file(store: SessionStore) -> Path | None:
     return None if path is None or str(path).startswith('file:') else path
 
 
-def _unreadable(path: Path) -> str | None:
-    """Why a SQLite file can't be opened to read it, if the file system can tell."""
+def _unopenable(path: Path, access: Access) -> str | None:
+    """Why a SQLite file can't be opened for `access`, if the file system can tell; `None` if it can't."""
     if not path.exists():
         return None
+    folder = path.resolve().parent
     if path.is_dir():
         return f'{path} is a directory, not a database file'
+    if not os.access(folder, os.X_OK):
+        return f'the directory {folder} cannot be entered by this user'
     if not os.access(path, os.R_OK):
         return f'{path} is not readable by this user (reading needs read permission on the file)'
-    if not os.access(path.resolve().parent, os.X_OK):
-        return f'the directory {path.resolve().parent} cannot be entered by this user'
     for sidecar in (Path(f'{path}-wal'), Path(f'{path}-shm')):
         if sidecar.exists() and not os.access(sidecar, os.R_OK):
             return f'its write-ahead log file {sidecar} is not readable by this user'
+    if access == 'read':
+        return None
+    if not os.access(path, os.W_OK):
+        return f'{path} is read-only for this user, and this command writes to it'
+    if not os.access(folder, os.W_OK):
+        return (
+            f"the directory {folder} is read-only for this user, and writing needs SQLite's journal files "
+            'beside the database (only the review commands work on read-only media)'
+        )
     return None
 
 
 def _check_file(settings: Settings, store: SessionStore, access: Access) -> None:
-    """Refuse, in a line saying why, a SQLite file that opening would create or could not read."""
+    """Refuse, in a line saying why, a SQLite file that opening would create, or could not open for `access`."""
     path = _sqlite_file(store)
-    if path is None or access == 'create':
+    if path is None:
         return
-    if not path.exists():
+    if access != 'create' and not path.exists():
         raise Failure(
             f'No database file at {path} ({settings.shown_url}). Run `session-store demo` to make one, '
             f'or point --db / ${ENV_URL} at your database.'
         )
-    if (reason := _unreadable(path)) is not None:
+    # Only what would stop any reader: SQLite may still manage a write where the file system looks unwilling.
+    if (reason := _unopenable(path, 'read')) is not None:
         raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.')
 
 
@@ -180,7 +191,7 @@ async def open_store(
         except OperationalError:
             # SQLite says only "unable to open database file"; the file system may say why.
             path = _sqlite_file(store)
-            if path is None or (reason := _unreadable(path)) is None:
+            if path is None or (reason := _unopenable(path, access)) is None:
                 raise
             raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.') from None
         yield store
