@@ -1,4 +1,4 @@
-"""The offline demo behind `session-store demo`: a scripted support agent in a long, summarized conversation.
+"""The offline demo's conversation: a scripted support agent and a scripted summarizer.
 
 Both models are pydantic-ai `FunctionModel`s, so the demo needs no provider key and no network, and
 it is deterministic. The assistant answers every customer turn with two or three parallel tool calls
@@ -10,13 +10,8 @@ continues the one before it.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from itertools import accumulate, pairwise
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import Agent
@@ -33,22 +28,15 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import SummarizationProcessor, TiktokenCounter
 
-from .exports import SessionExport
-from .results import StoredSummary
-from .store import SessionStore
-
 __all__ = (
     'DEMO_SCOPE',
     'SYSTEM_PROMPT',
-    'DemoOutcome',
-    'PartReport',
     'ScriptedAssistant',
     'ScriptedSummarizer',
-    'chain_continued',
     'demo_agent',
     'demo_processor',
     'order_for',
-    'run_turns',
+    'prompt_for',
 )
 
 DEMO_SCOPE = 'demo'
@@ -207,6 +195,12 @@ class ScriptedSummarizer:
         )
         return ModelResponse(parts=[TextPart(text)])
 
+    @property
+    def first_previous_summary(self) -> str | None:
+        """The previous summary its first call extended, as that call's input held it."""
+        previous = _PREVIOUS.search(self.inputs[0]) if self.inputs else None
+        return previous.group(1) if previous else None
+
 
 def demo_processor(summarizer: ScriptedSummarizer, counter: TiktokenCounter) -> SummarizationProcessor:
     """Summarize once the window reaches 40 messages (10 tool-using turns), keeping the last 12 verbatim."""
@@ -224,98 +218,3 @@ def demo_agent(assistant: ScriptedAssistant) -> Agent[None, str]:
     for tool in (lookup_order, shipping_status, return_policy):
         agent.tool_plain(tool)
     return agent
-
-
-@dataclass
-class PartReport:
-    """What one process of the demo did."""
-
-    pid: int
-    first_turn: int
-    end_turn: int
-    requests: int
-    tokens_sent: int
-    peak_request_tokens: int
-    summarizer_calls: int
-    first_previous_summary: str | None
-    """The previous summary the first summarizer call of this process extended, as its input held it."""
-    seconds: float
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, data: str) -> PartReport:
-        return cls(**json.loads(data))
-
-
-async def run_turns(
-    url: str, session_id: str, first: int, end: int, on_turn: Callable[[int], None] | None = None
-) -> PartReport:
-    """Open the store, run turns `first..end-1` of the demo conversation in `session_id`, and close it."""
-    started = time.perf_counter()
-    counter = TiktokenCounter()
-    summarizer = ScriptedSummarizer()
-    assistant = ScriptedAssistant(counter)
-    agent = demo_agent(assistant)
-    async with SessionStore(url, processor=demo_processor(summarizer, counter)) as store:
-        session = await store.session(session_id, scope=DEMO_SCOPE)
-        for turn in range(first, end):
-            await session.run(agent, prompt_for(turn))
-            if on_turn is not None:
-                on_turn(turn)
-    previous = _PREVIOUS.search(summarizer.inputs[0]) if summarizer.inputs else None
-    return PartReport(
-        pid=os.getpid(),
-        first_turn=first,
-        end_turn=end,
-        requests=assistant.requests,
-        tokens_sent=assistant.tokens_sent,
-        peak_request_tokens=assistant.peak_request_tokens,
-        summarizer_calls=len(summarizer.inputs),
-        first_previous_summary=previous.group(1) if previous else None,
-        seconds=time.perf_counter() - started,
-    )
-
-
-@dataclass
-class DemoOutcome:
-    """What the demo left in the store, read back after both processes finished."""
-
-    messages: int
-    tool_calls: int
-    tokens_archived: int
-    """The stored token counts of every archived message, summed."""
-    tokens_without_compaction: int
-    """What the model would have been sent had every request carried the whole history before it."""
-    chain: list[StoredSummary]
-
-    @classmethod
-    def from_export(cls, document: SessionExport, chain: list[StoredSummary]) -> DemoOutcome:
-        """Read the outcome from the session's `SessionStore.export()` document and its summary chain."""
-        tokens = document.tokens
-        before = [0, *accumulate(tokens)]
-        messages = document.messages
-        responses = [position for position, message in enumerate(messages) if isinstance(message, ModelResponse)]
-        return cls(
-            messages=len(messages),
-            tool_calls=sum(1 for p in responses for part in messages[p].parts if isinstance(part, ToolCallPart)),
-            tokens_archived=sum(tokens),
-            # The response at position p answered a request that, uncompacted, would have held messages [0, p).
-            tokens_without_compaction=sum(before[p] for p in responses),
-            chain=chain,
-        )
-
-
-def chain_continued(first: PartReport, second: PartReport, chain: list[StoredSummary]) -> bool | None:
-    """Whether the second process's first summary extended the last one the first process stored.
-
-    Its summarizer's input holds the summary it extends verbatim, so anything but that text means a
-    summary was lost or started over. `None` when the second process made no summary to tell by.
-    """
-    if not second.summarizer_calls:
-        return None
-    links_ok = all(b.covers_from == a.covers_to for a, b in pairwise(chain))
-    if not first.summarizer_calls:
-        return links_ok and second.first_previous_summary is None
-    return links_ok and second.first_previous_summary == chain[first.summarizer_calls - 1].text

@@ -1,0 +1,71 @@
+"""The `session-store` command group and the options its subcommands share; the subcommands register on `main`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ..store import DEFAULT_URL
+from ._runtime import ENV_URL, Settings
+
+__all__ = ('db_option', 'json_option', 'main', 'pass_settings', 'scope_option')
+
+
+def _set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    # A subcommand's --db overrides the group's, so `session-store history demo --db URL` works too.
+    if value is not None:
+        settings = ctx.ensure_object(Settings)
+        settings.url, settings.named = value, True
+
+
+def db_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`--db URL` on a subcommand, the same option the group takes."""
+    return click.option(
+        '--db',
+        metavar='URL',
+        expose_value=False,
+        callback=_set_db,
+        help=f'Database URL (default: ${ENV_URL}, else {DEFAULT_URL}).',
+    )(function)
+
+
+def scope_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option('--scope', metavar='SCOPE', help='Only sessions saved under this scope (e.g. a user id).')(
+        function
+    )
+
+
+def json_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option('--json', 'as_json', is_flag=True, help='Print JSON for scripts instead of text.')(function)
+
+
+pass_settings = click.make_pass_decorator(Settings, ensure=True)
+
+
+@click.group(
+    context_settings={'help_option_names': ['-h', '--help']},
+    epilog=('Start with `session-store demo`, then follow the commands it prints. Every command takes --help.'),
+)
+@click.option(
+    '--db',
+    metavar='URL',
+    envvar=ENV_URL,
+    show_envvar=True,
+    default=DEFAULT_URL,
+    show_default=True,
+    help='Database URL: sqlite+aiosqlite:///FILE or postgresql+asyncpg://USER:PASS@HOST/DB.',
+)
+@click.version_option(package_name='pydantic-ai-session-store', prog_name='session-store')
+@click.pass_context
+def main(ctx: click.Context, db: str) -> None:
+    """Persistent pydantic-ai sessions: review archived conversations, their summaries and windows.
+
+    Sessions keep every message an agent run produced (the archive) and a chain of summaries; what a
+    model is sent is a window of the latest summary plus the recent tail.
+    """
+    settings = ctx.ensure_object(Settings)
+    if not settings.named:
+        settings.url = db
+        settings.named = ctx.get_parameter_source('db') is click.core.ParameterSource.COMMANDLINE

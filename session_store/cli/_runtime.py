@@ -1,0 +1,205 @@
+"""What every command shares: its settings, its consoles, opening the store, and the one place errors become a line.
+
+Anything a user can cause or fix (an unknown session, a bad URL, a database that needs migrating or
+can't be opened, a server that doesn't answer, a missing provider key) ends the command with exit
+code 1 and one line on stderr, never a traceback: see `run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import click
+from alembic.util.exc import CommandError
+from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.exceptions import AgentRunError, UserError
+from rich.console import Console
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+
+from .._engine import sqlite_path
+from ..errors import StoreError
+from ..store import DEFAULT_URL, SessionStore, WindowProcessor
+
+__all__ = ('ENV_URL', 'Access', 'Failure', 'Settings', 'err', 'open_store', 'out', 'read', 'run')
+
+T = TypeVar('T')
+
+ENV_URL = 'SESSION_STORE_URL'
+"""The environment variable `--db` falls back to."""
+
+out = Console(highlight=False, emoji=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
+
+Access = Literal['read', 'write', 'create']
+"""How a command opens the store: only to read it; to change an existing one; or making it if new."""
+
+
+@dataclass
+class Settings:
+    """What every subcommand shares: the database URL, and whether the user had to name it."""
+
+    url: str = DEFAULT_URL
+    named: bool = False
+    """Given as `--db` rather than taken from the environment or the default: suggested commands repeat it."""
+
+    @property
+    def shown_url(self) -> str:
+        """The URL without its password, for messages."""
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except ArgumentError:
+            return self.url
+
+    @property
+    def secret(self) -> bool:
+        """The URL holds a password, which suggested commands must not print."""
+        try:
+            return make_url(self.url).password is not None
+        except ArgumentError:
+            return False
+
+    def command(self, *words: str) -> str:
+        """A `session-store` command line that reaches this same database.
+
+        A URL given as --db is repeated, unless it holds a password: then the command relies on
+        $SESSION_STORE_URL, and the caller says so (see `env_note`).
+        """
+        line = ['session-store', *words]
+        if self.named and not self.secret:
+            line += ['--db', self.url]
+        return shlex.join(line)
+
+    @property
+    def env_note(self) -> str | None:
+        """What to set before running suggested commands that could not name the database."""
+        if self.named and self.secret:
+            return f'(set ${ENV_URL} to your database URL first: these commands leave out its password)'
+        return None
+
+
+class Failure(click.ClickException):
+    """A one-line error for the user: click prints `Error: <message>` on stderr and exits with 1."""
+
+    def __init__(self, message: str) -> None:
+        # One line, whatever the message was made from: SQL errors and validation errors run to many.
+        super().__init__(' '.join(message.split()))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def run(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
+    """Run a subcommand's async body, turning every failure the user can cause or fix into one line and exit 1.
+
+    This is the only place errors are mapped, so every subcommand fails the same way. Anything not
+    listed here is a bug in session-store and keeps its traceback.
+    """
+    try:
+        return asyncio.run(work)
+    except click.ClickException:
+        raise
+    except (StoreError, ConversationConflict) as error:
+        # SessionNotFound, SchemaMismatch, a corrupt row, a conflict: their messages already say what to do.
+        raise Failure(str(error)) from None
+    except CommandError as error:  # alembic: e.g. a revision this version doesn't know
+        raise Failure(f'Cannot migrate {settings.shown_url}: {_first_line(error)}') from None
+    except SQLAlchemyError as error:
+        cause = getattr(error, 'orig', None) or error
+        raise Failure(f'Database error at {settings.shown_url}: {_first_line(cause)}') from None
+    except OSError as error:
+        reason = error.strerror or _first_line(error)
+        raise Failure(f'Cannot reach the database at {settings.shown_url}: {reason}') from None
+    except (UserError, ImportError, AgentRunError) as error:  # a model name, provider package or key problem
+        raise Failure(f'Model error: {_first_line(error)}') from None
+    except ValueError as error:  # bad URLs, ids, offsets and import files, as the store reports them
+        raise Failure(_first_line(error)) from None
+
+
+def _sqlite_file(store: SessionStore) -> Path | None:
+    """The SQLite file the store reads; `None` for servers, in-memory databases and `file:` URIs."""
+    path = sqlite_path(store.url)
+    return None if path is None or str(path).startswith('file:') else path
+
+
+def _unopenable(path: Path, access: Access) -> str | None:
+    """Why a SQLite file can't be opened for `access`, if the file system can tell; `None` if it can't."""
+    if not path.exists():
+        return None
+    folder = path.resolve().parent
+    if path.is_dir():
+        return f'{path} is a directory, not a database file'
+    if not os.access(folder, os.X_OK):
+        return f'the directory {folder} cannot be entered by this user'
+    if not os.access(path, os.R_OK):
+        return f'{path} is not readable by this user (reading needs read permission on the file)'
+    for sidecar in (Path(f'{path}-wal'), Path(f'{path}-shm')):
+        if sidecar.exists() and not os.access(sidecar, os.R_OK):
+            return f'its write-ahead log file {sidecar} is not readable by this user'
+    if access == 'read':
+        return None
+    if not os.access(path, os.W_OK):
+        return f'{path} is read-only for this user, and this command writes to it'
+    if not os.access(folder, os.W_OK):
+        return (
+            f"the directory {folder} is read-only for this user, and writing needs SQLite's journal files "
+            'beside the database (only the review commands work on read-only media)'
+        )
+    return None
+
+
+def _check_file(settings: Settings, store: SessionStore, access: Access) -> None:
+    """Refuse, in a line saying why, a SQLite file that opening would create, or could not open for `access`."""
+    path = _sqlite_file(store)
+    if path is None:
+        return
+    if access != 'create' and not path.exists():
+        raise Failure(
+            f'No database file at {path} ({settings.shown_url}). Run `session-store demo` to make one, '
+            f'or point --db / ${ENV_URL} at your database.'
+        )
+    # Only what would stop any reader: SQLite may still manage a write where the file system looks unwilling.
+    if (reason := _unopenable(path, 'read')) is not None:
+        raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.')
+
+
+@asynccontextmanager
+async def open_store(
+    settings: Settings, access: Access = 'read', *, processor: WindowProcessor | None = None
+) -> AsyncIterator[SessionStore]:
+    """The store at `--db`, schema checked.
+
+    `read` opens it read-only (a SQLite file in `mode=ro`, so read-only media work) and `write` opens
+    an existing one to change it: neither creates a database file or a schema, so pointing one at a
+    mistyped path says so instead of leaving an empty database there. `create` makes and migrates a
+    new database.
+    """
+    store = SessionStore(settings.url, processor=processor, migrate=access == 'create', read_only=access == 'read')
+    try:
+        _check_file(settings, store, access)
+        try:
+            await store.ready()
+        except OperationalError:
+            # SQLite says only "unable to open database file"; the file system may say why.
+            path = _sqlite_file(store)
+            if path is None or (reason := _unopenable(path, access)) is None:
+                raise
+            raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.') from None
+        yield store
+    finally:
+        await store.close()  # also when opening failed
+
+
+async def read(settings: Settings, query: Callable[[SessionStore], Awaitable[T]]) -> T:
+    """One read against the store at `--db`: open it read-only (never creating it), ask, close."""
+    async with open_store(settings) as store:
+        return await query(store)

@@ -1,0 +1,267 @@
+"""Reviewing what a store holds: `sessions`, `history`, `summaries`, `context` and `search`.
+
+Each opens the store read-only (so a database on read-only media can be reviewed) and never creates
+a database or a schema.
+"""
+
+from __future__ import annotations
+
+import click
+from pydantic_ai.messages import CompactionPart, ModelRequest
+from rich.table import Table
+from rich.text import Text
+
+from processors import TiktokenCounter
+
+from ..results import SearchHit
+from ._app import db_option, json_option, main, pass_settings, scope_option
+from ._render import CLIP, clip, echo_json, messages_json, print_suggestion, record_json, render_messages, role
+from ._runtime import Settings, out, read, run
+
+__all__ = ('context', 'history', 'search', 'sessions', 'summaries')
+
+
+@main.command()
+@scope_option
+@click.option('--limit', type=click.IntRange(min=1), help='At most this many, most recently updated first.')
+@json_option
+@db_option
+@pass_settings
+def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: bool) -> None:
+    """List sessions with their message and summary counts.
+
+    Most recently updated first; --scope keeps only those saved under one scope. Tokens in/out are
+    what the model providers reported (billed) for the session's runs.
+    """
+    infos = run(settings, read(settings, lambda store: store.sessions(scope=scope, limit=limit)))
+    if as_json:
+        echo_json([record_json(info) for info in infos])
+        return
+    if not infos:
+        under = f' under scope {scope!r}' if scope else ''
+        out.print(f'No sessions{under} in {settings.shown_url}.')
+        return
+    table = Table(title=f'Sessions in {settings.shown_url}', title_justify='left')
+    for name, justify in [('session', 'left'), ('scope', 'left'), ('messages', 'right'), ('summaries', 'right')]:
+        table.add_column(name, justify=justify, overflow='fold')  # type: ignore[arg-type]
+    table.add_column('provider tokens in/out', justify='right')
+    table.add_column('updated', justify='left')
+    for info in infos:
+        table.add_row(
+            info.session_id,
+            info.scope or '',
+            f'{info.message_count:,}',
+            f'{info.summary_count:,}',
+            f'{info.usage.input_tokens:,} / {info.usage.output_tokens:,}',
+            info.updated_at.astimezone().strftime('%Y-%m-%d %H:%M'),
+        )
+    out.print(table, soft_wrap=False)
+
+
+@main.command()
+@click.argument('session_id', metavar='ID')
+@scope_option
+@click.option('--offset', type=click.IntRange(min=0), default=0, show_default=True, help='First archive position.')
+@click.option('--limit', type=click.IntRange(min=1), default=50, show_default=True, help='Messages per page.')
+@click.option('--all', 'everything', is_flag=True, help='Every message from --offset on, not one page.')
+@click.option('--full', is_flag=True, help=f'Show whole parts instead of their first {CLIP} characters.')
+@json_option
+@db_option
+@pass_settings
+def history(
+    settings: Settings,
+    session_id: str,
+    scope: str | None,
+    offset: int,
+    limit: int,
+    everything: bool,
+    full: bool,
+    as_json: bool,
+) -> None:
+    """Show a session's archive, one line per message part.
+
+    Every request, response, tool call and return, in order.
+
+    One line per message part: `[12] user: ...`, `[13] assistant → lookup_order(order_id='ORDER-1042')`,
+    `[14] tool lookup_order ⇒ {...}`. Pages of --limit messages; the footer gives the next page's command.
+    """
+    # One message past the page tells whether there is a next page, without counting the archive.
+    page = None if everything else limit + 1
+    messages = run(
+        settings, read(settings, lambda store: store.history(session_id, scope=scope, offset=offset, limit=page))
+    )
+    more = page is not None and len(messages) > limit
+    messages = messages[:limit] if more else messages
+    next_offset = offset + len(messages) if more else None
+    if as_json:
+        echo_json(
+            {
+                'session_id': session_id,
+                'offset': offset,
+                'next_offset': next_offset,
+                'messages': messages_json(messages),
+            }
+        )
+        return
+    if not messages:
+        out.print(f'Session {session_id!r} has no messages at position {offset} or later.')
+        return
+    for line in render_messages(messages, range(offset, offset + len(messages)), full=full):
+        out.print(line)
+    if next_offset is not None:
+        words = ['history', session_id, '--offset', str(next_offset), '--limit', str(limit)]
+        words += ['--scope', scope] if scope else []
+        print_suggestion(settings, f'… more: {settings.command(*words)}')
+
+
+@main.command()
+@click.argument('session_id', metavar='ID')
+@scope_option
+@json_option
+@db_option
+@pass_settings
+def summaries(settings: Settings, session_id: str, scope: str | None, as_json: bool) -> None:
+    """Show a session's summary chain and the range each covers.
+
+    Each summary extends the one before it with only the messages evicted since, so the ranges are
+    contiguous and together cover everything before the current window.
+    """
+    chain = run(settings, read(settings, lambda store: store.summaries(session_id, scope=scope)))
+    if as_json:
+        echo_json([record_json(summary) for summary in chain])
+        return
+    if not chain:
+        out.print(f'Session {session_id!r} has no summaries yet: its whole archive still fits the window.')
+        return
+    out.print(
+        f'Session {session_id!r}: {len(chain)} summaries covering messages '
+        f'{chain[0].covers_from}-{chain[-1].covers_to - 1}.\n'
+    )
+    for summary in chain:
+        extends = 'the first' if summary.index == 0 else f'extends #{summary.index - 1}'
+        covered = summary.covers_to - summary.covers_from
+        out.print(
+            Text.assemble(
+                (f'#{summary.index}', 'bold yellow'),
+                f'  messages {summary.covers_from}-{summary.covers_to - 1} ({covered} new), {extends}',
+                (
+                    f'  · {summary.tokens:,} tokens (counted) · {summary.model_name or "unknown model"} · '
+                    f'{summary.created_at.astimezone():%Y-%m-%d %H:%M:%S}',
+                    'dim',
+                ),
+            )
+        )
+        out.print(Text(summary.text), soft_wrap=False)
+        out.print()
+
+
+@main.command()
+@click.argument('session_id', metavar='ID')
+@scope_option
+@click.option('--full', is_flag=True, help=f'Show whole parts instead of their first {CLIP} characters.')
+@json_option
+@db_option
+@pass_settings
+def context(settings: Settings, session_id: str, scope: str | None, full: bool, as_json: bool) -> None:
+    """Show the window the session's next request sends.
+
+    The pinned head, the latest summary and the kept tail, with their archive positions.
+
+    The next run sends exactly these messages plus its new prompt (its processor may compact them
+    further first, if the new prompt crosses a trigger). Token counts are tiktoken's (cl100k_base).
+    """
+    window = run(settings, read(settings, lambda store: store.window(session_id, scope=scope)))
+    counter = TiktokenCounter()
+    tokens = [counter([message]) for message in window.messages]
+    if as_json:
+        echo_json(
+            {
+                'session_id': session_id,
+                'archived_messages': window.message_count,
+                'positions': window.positions,
+                'tokens': tokens,
+                'messages': messages_json(window.messages),
+            }
+        )
+        return
+    summarized = any(
+        isinstance(part, CompactionPart)
+        for message in window.messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+    )
+    how = 'a summary of the rest' if summarized else 'no summary'
+    out.print(
+        f'Session {session_id!r}: the next request sends {len(window.messages)} of {window.message_count} archived '
+        f'messages ({sum(tokens):,} tokens, counted with tiktoken) with {how}, then the new prompt.\n'
+    )
+    for line in render_messages(window.messages, window.positions, full=full):
+        out.print(line)
+    out.print(Text.assemble(('[next] ', 'dim'), ('user', 'bold cyan'), ': ', ('<the new prompt>', 'dim')))
+
+
+@main.command()
+@click.argument('text')
+@scope_option
+@click.option('--session', 'session_id', metavar='ID', help='Search only this session.')
+@click.option('--limit', type=click.IntRange(min=1), default=20, show_default=True, help='At most this many hits.')
+@json_option
+@db_option
+@pass_settings
+def search(settings: Settings, text: str, scope: str | None, session_id: str | None, limit: int, as_json: bool) -> None:
+    """Find archived messages containing TEXT.
+
+    Case-insensitive, newest first, across every session unless --session or --scope narrows it.
+    """
+    hits = run(
+        settings, read(settings, lambda store: store.search(text, scope=scope, session_id=session_id, limit=limit))
+    )
+    if as_json:
+        echo_json(
+            [
+                {
+                    'session_id': hit.session_id,
+                    'scope': hit.scope,
+                    'position': hit.position,
+                    'text': hit.text,
+                    'message': messages_json([hit.message])[0],
+                }
+                for hit in hits
+            ]
+        )
+        return
+    if not hits:
+        out.print(f'No archived message contains {text!r}.')
+        return
+    out.print(f'{len(hits)} message{"s" if len(hits) != 1 else ""} containing {text!r}, newest first:\n')
+    for hit in hits:
+        out.print(
+            Text.assemble(
+                (hit.session_id, 'bold'),
+                (f' [{hit.position}] ', 'dim'),
+                (role(hit.message), 'cyan'),
+                ': ',
+                _snippet(hit, text),
+            )
+        )
+    if len(hits) == limit:
+        out.print(Text(f'… showing the newest {limit}; pass --limit for more.', style='dim'))
+    first = hits[0]
+    around = settings.command('history', first.session_id, '--offset', str(max(first.position - 3, 0)), '--limit', '8')
+    print_suggestion(settings, f'\nSee the newest in context: {around}')
+
+
+def _snippet(hit: SearchHit, text: str, around: int = 70) -> Text:
+    """The hit's text around the first match, the match highlighted."""
+    flat = ' '.join(hit.text.split())
+    at = flat.lower().find(text.lower())
+    if at < 0:  # matched across whitespace the flattening changed
+        return Text(clip(flat, False))
+    start, end = max(at - around, 0), min(at + len(text) + around, len(flat))
+    return Text.assemble(
+        '…' if start else '',
+        flat[start:at],
+        (flat[at : at + len(text)], 'bold yellow'),
+        flat[at + len(text) : end],
+        '…' if end < len(flat) else '',
+    )

@@ -1,0 +1,213 @@
+"""Defects of the `session-store` command, each pinned in-process through click's `CliRunner`."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from sqlalchemy.exc import OperationalError
+
+from session_store.cli import _runtime, main
+from session_store.cli._demo_run import run_turns
+from session_store.cli._runtime import Settings, open_store
+
+REVIEW = (
+    ['sessions'],
+    ['history', 'demo'],
+    ['summaries', 'demo'],
+    ['context', 'demo'],
+    ['search', 'ORDER-1042'],
+    ['export', 'demo'],
+)
+"""Every command that only reads, with arguments that find something in the demo session."""
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich wraps at 80 columns off a terminal; keep table headers and report lines whole for the assertions."""
+    for console in (_runtime.out, _runtime.err):
+        monkeypatch.setattr(console, '_width', 200)
+
+
+@pytest.fixture(scope='module')
+def demo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file holding 12 turns of the demo conversation (48 messages, a summary), closed cleanly."""
+    path = tmp_path_factory.mktemp('demo') / 'sessions.db'
+    asyncio.run(run_turns(f'sqlite+aiosqlite:///{path}', 'demo', 0, 12))
+    assert sorted(p.name for p in path.parent.iterdir()) == ['sessions.db'], 'a closed store leaves no WAL files'
+    return path
+
+
+@pytest.fixture
+def db(demo_file: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the demo database, alone in its own directory."""
+    folder = tmp_path / 'media'
+    folder.mkdir()
+    return Path(shutil.copy(demo_file, folder / 'sessions.db'))
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def fails(result: Result, *fragments: str) -> str:
+    """Exit code 1 and exactly one line on stderr, `Error: ...`, holding every fragment."""
+    assert result.exit_code == 1, (result.exit_code, result.output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('Error: '), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def snapshot(folder: Path) -> dict[str, tuple[str, int]]:
+    """Each file in `folder` with its content's digest and modification time."""
+    return {
+        path.name: (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns)
+        for path in sorted(folder.iterdir())
+    }
+
+
+# `search X --session nosuch` said "no matches" with exit 0
+
+
+def test_search_in_an_unknown_session_fails_in_one_line(db: Path) -> None:
+    url = f'sqlite:///{db}'
+    fails(invoke('--db', url, 'search', 'ORDER-1042', '--session', 'nosuch'), "No session 'nosuch'")
+    fails(
+        invoke('--db', url, 'search', 'ORDER-1042', '--session', 'demo', '--scope', 'other'),
+        "No session 'demo' under scope 'other'",
+    )
+    found = invoke('--db', url, 'search', 'ORDER-1042', '--session', 'demo')
+    assert found.exit_code == 0 and 'demo [24] user: Hi, where is my order ORDER-1042?' in found.stdout
+
+
+# Review commands failed on read-only media ("unable to open database file")
+
+
+def test_review_commands_leave_the_database_file_as_it_was(db: Path) -> None:
+    before = snapshot(db.parent)
+    for args in REVIEW:
+        result = invoke('--db', f'sqlite:///{db}', *args)
+        assert result.exit_code == 0, (args, result.output)
+    after = snapshot(db.parent)
+    assert after['sessions.db'] == before['sessions.db'], 'reading changed the database file'
+    assert 'sessions.db-journal' not in after
+    # SQLite's read-only WAL reader may leave its shared-memory index behind, but never log anything.
+    assert not (db.parent / 'sessions.db-wal').exists() or (db.parent / 'sessions.db-wal').stat().st_size == 0
+
+
+@pytest.fixture
+def read_only_media(db: Path) -> Iterator[Path]:
+    """`db` in a directory nobody can create files in, as on read-only media.
+
+    Root ignores permission bits, so as root the directory is made immutable (`chattr +i`), which
+    binds root too; the fixture checks that a new file really can't be made there.
+    """
+    folder = db.parent
+    if os.geteuid() == 0:
+        made = subprocess.run(['chattr', '+i', str(folder)], capture_output=True, check=False)
+        if made.returncode != 0:
+            pytest.skip(f'cannot make a directory immutable here: {made.stderr.decode().strip()}')
+    else:
+        folder.chmod(0o555)
+    try:
+        with pytest.raises(OSError):
+            (folder / 'probe').touch()
+        yield db
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(['chattr', '-i', str(folder)], check=True)
+        else:
+            folder.chmod(0o755)
+
+
+def test_review_commands_read_a_database_on_read_only_media(read_only_media: Path) -> None:
+    url = f'sqlite:///{read_only_media}'
+    before = snapshot(read_only_media.parent)
+    outputs = {args[0]: invoke('--db', url, *args) for args in REVIEW}
+    for name, result in outputs.items():
+        assert result.exit_code == 0, (name, result.output)
+    assert 'provider tokens in/out' in outputs['sessions'].stdout
+    assert outputs['history'].stdout.startswith('[0] system: You are the support agent')
+    assert '#0  messages 0-' in outputs['summaries'].stdout
+    assert 'with a summary of the rest' in outputs['context'].stdout
+    assert 'demo [24] user: Hi, where is my order ORDER-1042?' in outputs['search'].stdout
+    assert json.loads(outputs['export'].stdout.splitlines()[0])['kind'] == 'session'
+    assert snapshot(read_only_media.parent) == before, 'no WAL, shared-memory or journal file, and no change'
+
+    # Writing there fails in one line that says why, before anything is changed.
+    fails(invoke('--db', url, 'delete', 'demo', '--yes'), 'Cannot open the database', 'read-only')
+    assert snapshot(read_only_media.parent) == before
+
+
+def test_the_store_a_review_opens_refuses_writes(db: Path) -> None:
+    async def write_through_review_store() -> None:
+        async with open_store(Settings(f'sqlite:///{db}')) as store:
+            with pytest.raises(OperationalError, match='readonly'):
+                await store.delete('demo')
+            assert len(await store.history('demo')) == 48
+
+    before = snapshot(db.parent)['sessions.db']
+    asyncio.run(write_through_review_store())
+    assert snapshot(db.parent)['sessions.db'] == before
+
+
+def test_a_database_that_cannot_be_read_says_why(db: Path) -> None:
+    fails(invoke('--db', f'sqlite:///{db.parent}', 'history', 'demo'), 'is a directory, not a database file')
+    (db.parent / 'notes.txt').write_text('not a database\n')
+    fails(invoke('--db', f'sqlite:///{db.parent / "notes.txt"}', 'sessions'), 'file is not a database')
+
+    # No read permission: root reads any file, so only another user can see this refusal for real.
+    if os.geteuid() != 0:
+        db.chmod(0)
+        for args in REVIEW:
+            fails(invoke('--db', f'sqlite:///{db}', *args), f'{db} is not readable by this user')
+
+
+# An in-memory URL was told to run `migrate`
+
+
+@pytest.mark.parametrize('url', ['sqlite+aiosqlite://', 'sqlite://', 'sqlite:///:memory:'])
+def test_an_in_memory_database_is_not_told_to_migrate(url: str) -> None:
+    for args in REVIEW:
+        line = fails(invoke('--db', url, *args), 'in-memory database', 'nothing to read')
+        assert 'migrate' not in line and 'No database file' not in line
+
+
+# Errors: click's usage errors exit 2 with a usage block; everything else exits 1 in one line
+
+
+def test_usage_errors_keep_clicks_convention_and_other_errors_are_one_line(db: Path, tmp_path: Path) -> None:
+    missing = invoke('--db', f'sqlite:///{db}', 'history')
+    assert missing.exit_code == 2 and 'Usage: ' in missing.stderr and "Missing argument 'ID'" in missing.stderr
+    fails(invoke('--db', f'sqlite:///{db}', 'export', 'demo', '-o', str(tmp_path / 'no' / 'x.jsonl')), 'Could not open')
+    fails(invoke('--db', f'sqlite:///{db}', 'history', 'nosuch'), "No session 'nosuch'")
+    fails(invoke('--db', f'sqlite:///{tmp_path / "typo.db"}', 'sessions'), 'No database file at')
+    assert not (tmp_path / 'typo.db').exists()
+
+
+# Token counters named for what they count
+
+
+def test_token_counters_say_what_they_count(db: Path, tmp_path: Path) -> None:
+    listing = invoke('--db', f'sqlite:///{db}', 'sessions')
+    assert listing.exit_code == 0 and 'provider tokens in/out' in listing.stdout
+
+    demo_db = tmp_path / 'demo.db'
+    report = invoke('--db', f'sqlite:///{demo_db}', 'demo', '--turns', '4')
+    assert report.exit_code == 0, report.output
+    assert 'tokens sent to the model (counted)' in report.stdout
+    assert 'not the usage a provider reports' in report.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith('demo.db')) == ['demo.db'], (
+        'the demo tidies its WAL files away'
+    )
