@@ -107,8 +107,8 @@ async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = T
             return
         if in_memory(url):
             raise SchemaMismatch(
-                f'{shown} is an in-memory database: it starts empty with every connection, so there is '
-                'nothing to read. Name a database file or server instead.'
+                'An in-memory SQLite database starts empty with every connection, so there is nothing to read. '
+                'Name a database file or server instead.'
             )
         raise SchemaMismatch(
             f'The database at {shown} is empty. Make its schema with `await store.migrate()` or '

@@ -180,7 +180,7 @@ def test_a_database_that_cannot_be_read_says_why(db: Path) -> None:
 @pytest.mark.parametrize('url', ['sqlite+aiosqlite://', 'sqlite://', 'sqlite:///:memory:'])
 def test_an_in_memory_database_is_not_told_to_migrate(url: str) -> None:
     for args in REVIEW:
-        line = fails(invoke('--db', url, *args), 'in-memory database', 'nothing to read')
+        line = fails(invoke('--db', url, *args), 'in-memory SQLite database', 'nothing to read')
         assert 'migrate' not in line and 'No database file' not in line
 
 

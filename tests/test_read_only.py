@@ -76,7 +76,7 @@ async def test_a_database_on_read_only_media_is_reviewable(read_only_mount: Path
 async def test_an_in_memory_database_is_not_sent_to_migrate() -> None:
     for url in ('sqlite+aiosqlite://', 'sqlite:///:memory:'):
         store = SessionStore(url, migrate=False)
-        with pytest.raises(SchemaMismatch, match='in-memory database') as refused:
+        with pytest.raises(SchemaMismatch, match='in-memory SQLite database') as refused:
             await store.sessions()
         assert 'migrate' not in str(refused.value)
         await store.close()
