@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from alembic import command
 from alembic.config import Config
@@ -62,7 +63,9 @@ def cli(
         result = CliRunner().invoke(
             main, [*(['--db', db] if db else []), *args], input=stdin or '', env=environment, catch_exceptions=False
         )
-    return Result(result.exit_code, result.stdout, result.stderr)
+    # session_store.cli's rich consoles pick their colours once, at import, from the streams of that moment:
+    # under `pytest -s` on a terminal that is a tty, and the captured text would carry ANSI styles.
+    return Result(result.exit_code, click.unstyle(result.stdout), click.unstyle(result.stderr))
 
 
 def spawn(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
@@ -383,6 +386,8 @@ def test_errors_are_one_readable_line(tmp_path: Path) -> None:
     fails(results[7], 'Cannot reach the database at postgresql+asyncpg://u:***@127.0.0.1:1/x')
     fails(results[8], 'No database file at', 'session-store demo')
     assert not (tmp_path / 'typo.db').exists(), 'reviewing a mistyped path leaves no empty database behind'
+    usage = cli('history', cwd=tmp_path)  # a usage error is click's: exit 2, said on stderr
+    assert usage.returncode == 2 and "Missing argument 'ID'" in usage.stderr and not usage.stdout
 
 
 @pytest.mark.slow

@@ -130,6 +130,7 @@ def run_workers(args: list[list[str]], timeout: float) -> None:
         assert worker.wait(timeout=timeout) == 0
 
 
+@pytest.mark.slow
 async def test_load_two_processes_twenty_tasks_five_sessions(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -162,6 +163,7 @@ async def test_load_two_processes_twenty_tasks_five_sessions(
     assert total == 4 * len(stored)
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_run_leaves_only_whole_runs(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     rng = random.Random(7)
     started: set[str] = set()
