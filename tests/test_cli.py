@@ -254,6 +254,7 @@ def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) 
     assert set(sessions_json(from_env)) == {'demo'}
 
 
+@pytest.mark.slow_on_postgresql
 def test_export_import_round_trip_is_exact(new_database: Callable[[], str], tmp_path: Path) -> None:
     source, target = new_database(), new_database()
     ok(cli('demo', '--turns', '12', db=source, cwd=tmp_path))
