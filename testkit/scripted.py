@@ -42,7 +42,9 @@ class ParallelToolAssistant:
         if isinstance(prompt, str):
             turn = prompt.split()[1]
             return ModelResponse(parts=[ToolCallPart('lookup', {'q': f'{turn}-c{i}'}) for i in range(3)])
-        turn = next(p.content for p in last.parts if isinstance(p, ToolReturnPart)).split('-')[0]
+        answer = next(p.content for p in last.parts if isinstance(p, ToolReturnPart))
+        assert isinstance(answer, str), answer
+        turn = answer.split('-')[0]
         return ModelResponse(parts=[TextPart(f'Answer {turn}-a done')])
 
 
@@ -51,8 +53,9 @@ class ScriptedSummarizer:
     inputs: list[str] = field(default_factory=list[str])
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompt = messages[-1].parts[-1].content
-        assert isinstance(prompt, str)
+        request = messages[-1].parts[-1]
+        assert isinstance(request, UserPromptPart) and isinstance(request.content, str), request
+        prompt = request.content
         self.inputs.append(prompt)
         return ModelResponse(parts=[TextPart(f'SUMMARY-{len(self.inputs)} of the conversation so far')])
 

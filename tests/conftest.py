@@ -10,6 +10,16 @@ from session_store import SessionStore
 from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`@pytest.mark.slow_on_postgresql`: a test's PostgreSQL variant joins the slow tier; SQLite's stays quick."""
+    for item in items:
+        callspec = getattr(item, 'callspec', None)
+        on_postgresql = callspec is not None and callspec.params.get('new_database') == 'postgresql'
+        if on_postgresql and item.get_closest_marker('slow_on_postgresql') is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(params=['sqlite', 'postgresql'])
 def new_database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> object:
     """Makes URLs of new, empty databases on one backend: SQLite files, or databases on a real PostgreSQL server.

@@ -1,28 +1,44 @@
-"""The `session-store` command, driven in subprocesses against real databases (SQLite files and PostgreSQL)."""
+"""The `session-store` command against real databases (SQLite files and PostgreSQL).
+
+Most commands run in-process through click's `CliRunner`; a few run end to end in new processes,
+as a user runs them: the `session-store` entry point, the demo across its two processes, an error exit.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import click
+import pytest
 from alembic import command
 from alembic.config import Config
 from click.testing import CliRunner
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
-from session_store import SessionStore
+from session_store import SessionStore, SessionWindow, StoredSummary
 from session_store.cli import main
 from session_store.migration import head_revision, migrations_dir
 
-Result = subprocess.CompletedProcess[str]
+
+@dataclass(frozen=True)
+class Result:
+    """What a command did, however it ran: its exit code and what it wrote to stdout and stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 def cli(
@@ -33,20 +49,42 @@ def cli(
     env: dict[str, str] | None = None,
     unset: Callable[[str], bool] = lambda name: False,
 ) -> Result:
-    """`session-store [--db DB] ARGS...` in a new process, as a user would run it, without $SESSION_STORE_URL."""
-    environment = {k: v for k, v in os.environ.items() if k != 'SESSION_STORE_URL' and not unset(k)}
+    """`session-store [--db DB] ARGS...` in this process, from `cwd`, without $SESSION_STORE_URL.
+
+    An exception the command lets escape is a bug: it propagates with its traceback instead of
+    becoming an exit code.
+    """
+    environment: dict[str, str | None] = {name: None for name in os.environ if unset(name)}
+    environment['SESSION_STORE_URL'] = None
     environment['COLUMNS'] = '200'  # rich wraps at the terminal's width; keep lines whole for the assertions
     environment.update(env or {})
-    line = [sys.executable, '-m', 'session_store.cli', *(['--db', db] if db else []), *args]
-    return subprocess.run(
-        line, cwd=cwd, input=stdin or '', capture_output=True, text=True, env=environment, timeout=300, check=False
+    with contextlib.chdir(cwd):
+        result = CliRunner().invoke(
+            main, [*(['--db', db] if db else []), *args], input=stdin or '', env=environment, catch_exceptions=False
+        )
+    # session_store.cli's rich consoles pick their colours once, at import, from the streams of that moment:
+    # under `pytest -s` on a terminal that is a tty, and the captured text would carry ANSI styles.
+    return Result(result.exit_code, click.unstyle(result.stdout), click.unstyle(result.stderr))
+
+
+def spawn(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """`session-store ARGS...` through the installed entry point, in a new process, as a user runs it."""
+    executable = shutil.which('session-store', path=os.pathsep.join([str(Path(sys.executable).parent), os.defpath]))
+    assert executable is not None, 'the session-store entry point is installed beside this Python'
+    environment = {k: v for k, v in os.environ.items() if k != 'SESSION_STORE_URL'}
+    environment['COLUMNS'] = '200'
+    environment.update(env or {})
+    done = subprocess.run(
+        [executable, *args],
+        cwd=cwd,
+        input='',
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+        check=False,
     )
-
-
-def cli_many(*commands: Sequence[str], db: str | None = None, cwd: Path) -> list[Result]:
-    """Several read-only commands at once: each process spends most of its time importing."""
-    with ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 2)) as pool:
-        return list(pool.map(lambda args: cli(*args, db=db, cwd=cwd), commands))
+    return Result(done.returncode, done.stdout, done.stderr)
 
 
 def ok(result: Result) -> str:
@@ -67,6 +105,22 @@ def fails(result: Result, *fragments: str) -> str:
     return lines[0]
 
 
+def cli_many(*commands: list[str], db: str | None = None, cwd: Path) -> list[Result]:
+    """Several commands, one after the other."""
+    return [cli(*args, db=db, cwd=cwd) for args in commands]
+
+
+async def _archive(url: str, session_id: str) -> list[ModelMessage]:
+    async with SessionStore(url) as store:
+        return await store.history(session_id, limit=None)
+
+
+async def _chain_and_window(url: str, session_id: str) -> tuple[list[StoredSummary], SessionWindow]:
+    """The session's summary chain and the window its next request starts from, read from the store itself."""
+    async with SessionStore(url) as store:
+        return await store.summaries(session_id), await store.window(session_id)
+
+
 def sessions_json(result: Result) -> dict[str, dict[str, object]]:
     return {info['session_id']: info for info in json.loads(ok(result))}
 
@@ -74,13 +128,13 @@ def sessions_json(result: Result) -> dict[str, dict[str, object]]:
 # The demo: the main job, on the embedded default database
 
 
-async def test_demo_runs_offline_and_leaves_a_database_the_other_commands_read(tmp_path: Path) -> None:
-    result = cli('demo', cwd=tmp_path)
+@pytest.mark.slow
+def test_demo_runs_offline_and_leaves_a_database_the_other_commands_read(tmp_path: Path) -> None:
+    # End to end: the installed entry point, whose demo resumes in a second process of its own.
+    result = spawn('demo', cwd=tmp_path)
     report = ok(result)
     assert (tmp_path / 'sessions.db').exists(), 'the demo writes ./sessions.db by default'
-    async with SessionStore(f'sqlite+aiosqlite:///{tmp_path / "sessions.db"}') as store:
-        chain = await store.summaries('demo')
-        window = await store.window('demo')
+    chain, window = asyncio.run(_chain_and_window(f'sqlite+aiosqlite:///{tmp_path / "sessions.db"}', 'demo'))
     last = chain[-1]
     assert "session 'demo' (scope 'demo')" in report
     assert re.search(r'messages archived +480 ', report)
@@ -127,7 +181,7 @@ async def test_demo_runs_offline_and_leaves_a_database_the_other_commands_read(t
 # Reviewing, on both backends
 
 
-async def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) -> None:
+def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) -> None:
     report = ok(cli('demo', '--turns', '24', db=db_url, cwd=tmp_path))
     if make_url(db_url).password is None:
         assert f'session-store history demo --limit 20 --db {db_url}' in report, 'suggested commands name the database'
@@ -135,10 +189,8 @@ async def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: 
         password = make_url(db_url).password
         assert 'session-store history demo --limit 20 ' in report and '--db' not in report
         assert 'set $SESSION_STORE_URL' in report and password is not None and str(password) not in report
-    async with SessionStore(db_url) as store:
-        archive = await store.history('demo', limit=None)
-        chain = await store.summaries('demo')
-        window = await store.window('demo')
+    archive = asyncio.run(_archive(db_url, 'demo'))
+    chain, window = asyncio.run(_chain_and_window(db_url, 'demo'))
     assert len(archive) == 96 and len(chain) >= 2
 
     results = cli_many(
@@ -201,7 +253,8 @@ async def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: 
     assert set(sessions_json(from_env)) == {'demo'}
 
 
-async def test_export_import_round_trip_is_exact(new_database: Callable[[], str], tmp_path: Path) -> None:
+@pytest.mark.slow_on_postgresql
+def test_export_import_round_trip_is_exact(new_database: Callable[[], str], tmp_path: Path) -> None:
     source, target = new_database(), new_database()
     ok(cli('demo', '--turns', '12', db=source, cwd=tmp_path))
     ok(cli('export', 'demo', '-o', str(tmp_path / 'demo.jsonl'), db=source, cwd=tmp_path))
@@ -312,6 +365,16 @@ def test_errors_are_one_readable_line(tmp_path: Path) -> None:
     fails(results[7], 'Cannot reach the database at postgresql+asyncpg://u:***@127.0.0.1:1/x')
     fails(results[8], 'No database file at', 'session-store demo')
     assert not (tmp_path / 'typo.db').exists(), 'reviewing a mistyped path leaves no empty database behind'
+    usage = cli('history', cwd=tmp_path)  # a usage error is click's: exit 2, said on stderr
+    assert usage.returncode == 2 and "Missing argument 'ID'" in usage.stderr and not usage.stdout
+
+
+@pytest.mark.slow
+def test_the_entry_point_fails_in_one_line_in_a_new_process(tmp_path: Path) -> None:
+    # The exit codes and the one line on stderr are what a shell script sees, not only what CliRunner reports.
+    fails(spawn('--db', 'nonsense', 'sessions', cwd=tmp_path), "Not a database URL: 'nonsense'")
+    usage = spawn('history', cwd=tmp_path)
+    assert usage.returncode == 2 and "Missing argument 'ID'" in usage.stderr and not usage.stdout
 
 
 async def _upgrade(url: str, revision: str) -> None:
@@ -338,7 +401,7 @@ async def _stamp(url: str, revision: str) -> None:
         await store.close()
 
 
-async def test_a_database_needing_migration_says_so_and_migrate_fixes_it(
+def test_a_database_needing_migration_says_so_and_migrate_fixes_it(
     new_database: Callable[[], str], tmp_path: Path
 ) -> None:
     empty, older, newer = new_database(), new_database(), new_database()
@@ -346,9 +409,13 @@ async def test_a_database_needing_migration_says_so_and_migrate_fixes_it(
         if url.startswith('sqlite'):
             Path(url.split('///', 1)[1]).touch()  # an existing, empty SQLite file
     head = head_revision()
-    await _upgrade(older, '0001')
-    await _upgrade(newer, 'head')
-    await _stamp(newer, 'f00dfeed')
+
+    async def prepare() -> None:
+        await _upgrade(older, '0001')
+        await _upgrade(newer, 'head')
+        await _stamp(newer, 'f00dfeed')
+
+    asyncio.run(prepare())
 
     refused = cli_many(
         ['--db', empty, 'sessions'], ['--db', older, 'sessions'], ['--db', newer, 'sessions'], cwd=tmp_path

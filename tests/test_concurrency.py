@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 StoreFactory = Callable[..., SessionStore]
 
 
-def slow_agent(delay: float = 0.2) -> object:
+def slow_agent(delay: float = 0.2) -> Agent[None, str]:
     """A scripted agent whose every model call takes `delay` seconds, so runs overlap."""
     assistant = ParallelToolAssistant()
 
@@ -36,7 +37,7 @@ def slow_agent(delay: float = 0.2) -> object:
         return assistant(messages, info)
 
     agent = scripted_agent(assistant)
-    agent._model = FunctionModel(slowly)  # type: ignore[attr-defined]  # same tools, slower model
+    agent._model = FunctionModel(slowly)  # same tools, slower model
     return agent
 
 
@@ -129,6 +130,7 @@ def run_workers(args: list[list[str]], timeout: float) -> None:
         assert worker.wait(timeout=timeout) == 0
 
 
+@pytest.mark.slow
 async def test_load_two_processes_twenty_tasks_five_sessions(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -161,6 +163,7 @@ async def test_load_two_processes_twenty_tasks_five_sessions(
     assert total == 4 * len(stored)
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_run_leaves_only_whole_runs(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     rng = random.Random(7)
     started: set[str] = set()

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Literal
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
+    ModelRequestPart,
     ModelResponse,
+    ModelResponsePart,
     NativeToolCallPart,
     NativeToolReturnPart,
     SystemPromptPart,
@@ -22,8 +26,11 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from processors import SlidingWindowProcessor, SummarizationProcessor, safe_cut_points
+from processors import ContextSize, SlidingWindowProcessor, SummarizationProcessor, safe_cut_points
 from testkit.histories import SYSTEM, pair_violations, system_prompts
+
+OUTCOMES: list[Literal['success', 'retried', 'failed']] = ['success', 'success', 'retried', 'failed']
+"""A tool return's outcome, drawn: mostly success."""
 
 
 @dataclass
@@ -40,13 +47,13 @@ class _Builder:
         return f'id{self.next_id}'
 
     def request(self, *, prompt: bool) -> None:
-        parts: list = []
+        parts: list[ModelRequestPart] = []
         if self.open_calls:
             # Answer some of the open calls (at least one unless a user turn starts): far-apart
             # returns, retries, and returns split over several requests all come from here.
             answered = self.draw(st.integers(min_value=0 if prompt else 1, max_value=len(self.open_calls)))
             for call_id in self.open_calls[:answered]:
-                outcome = self.draw(st.sampled_from(['success', 'success', 'retried', 'failed']))
+                outcome = self.draw(st.sampled_from(OUTCOMES))
                 parts.append(ToolReturnPart('tool', f'result of {call_id}', tool_call_id=call_id, outcome=outcome))
             del self.open_calls[:answered]
         if prompt or not parts:
@@ -54,7 +61,7 @@ class _Builder:
         self.messages.append(ModelRequest(parts=parts))
 
     def response(self) -> None:
-        parts: list = []
+        parts: list[ModelResponsePart] = []
         if self.draw(st.booleans()):
             native_id = self.new_id()
             parts.append(NativeToolCallPart('web_search', {'q': 'x'}, tool_call_id=native_id))
@@ -76,7 +83,7 @@ def histories(draw: st.DrawFn) -> list[ModelMessage]:
     for step in range(steps):
         builder.request(prompt=step == 0 or draw(st.booleans()))
         builder.response()
-    if builder.open_calls and draw(st.booleans()):
+    if len(builder.open_calls) > 0 and draw(st.booleans()):
         builder.request(prompt=False)  # answer some; otherwise the last response's calls stay pending
     messages = builder.messages
     if draw(st.booleans()):
@@ -90,10 +97,14 @@ def _summarizer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart('summary so far')])
 
 
-sizes = st.one_of(
-    st.tuples(st.just('messages'), st.integers(min_value=1, max_value=30)),
-    st.tuples(st.just('tokens'), st.integers(min_value=1, max_value=600)),
-    st.tuples(st.just('fraction'), st.floats(min_value=0.01, max_value=1.0)),
+MESSAGES: Literal['messages'] = 'messages'
+TOKENS: Literal['tokens'] = 'tokens'
+FRACTION: Literal['fraction'] = 'fraction'
+
+sizes: st.SearchStrategy[ContextSize] = st.one_of(
+    st.tuples(st.just(MESSAGES), st.integers(min_value=1, max_value=30)),
+    st.tuples(st.just(TOKENS), st.integers(min_value=1, max_value=600)),
+    st.tuples(st.just(FRACTION), st.floats(min_value=0.01, max_value=1.0)),
 )
 
 
@@ -106,11 +117,11 @@ def processors(draw: st.DrawFn) -> SlidingWindowProcessor | SummarizationProcess
     return SummarizationProcessor(FunctionModel(_summarizer), trigger=trigger, keep=keep, max_input_tokens=1_000)
 
 
-@settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(history=histories(), processor=processors(), incremental=st.booleans())
-def test_every_window_is_pair_safe_and_keeps_the_system_prompt(
+def check_every_window(
     history: list[ModelMessage], processor: SlidingWindowProcessor | SummarizationProcessor, incremental: bool
 ) -> None:
+    """Every window `processor` makes of `history` (whole, or request by request) is pair-safe and keeps the head."""
+
     async def windows() -> list[tuple[list[ModelMessage], list[ModelMessage]]]:
         # Incrementally: one call per request, as an agent run makes them; else once, whole.
         ends = [i + 1 for i, m in enumerate(history) if isinstance(m, ModelRequest)] if incremental else [len(history)]
@@ -123,8 +134,27 @@ def test_every_window_is_pair_safe_and_keeps_the_system_prompt(
         assert system_prompts(window)[:1] == system_prompts(source)[:1]
 
 
+@pytest.mark.slow
+@settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), processor=processors(), incremental=st.booleans())
+def test_every_window_is_pair_safe_and_keeps_the_system_prompt(
+    history: list[ModelMessage], processor: SlidingWindowProcessor | SummarizationProcessor, incremental: bool
+) -> None:
+    check_every_window(history, processor, incremental)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), processor=processors(), incremental=st.booleans())
+def test_every_window_is_pair_safe_and_keeps_the_system_prompt_quick(
+    history: list[ModelMessage], processor: SlidingWindowProcessor | SummarizationProcessor, incremental: bool
+) -> None:
+    # The same property over fewer histories, for the quick tier; the run above covers 2,000.
+    check_every_window(history, processor, incremental)
+
+
 def _ids_in(messages: list[ModelMessage]) -> set[str]:
-    return {p.tool_call_id for m in messages for p in m.parts if isinstance(getattr(p, 'tool_call_id', None), str)}
+    ids = (getattr(part, 'tool_call_id', None) for message in messages for part in message.parts)
+    return {tool_call_id for tool_call_id in ids if isinstance(tool_call_id, str)}
 
 
 @given(history=histories())

@@ -11,13 +11,13 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RequestUsage,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from processors import (
     SlidingWindowProcessor,
@@ -89,7 +89,9 @@ async def test_tokens_keep_and_fraction_trigger() -> None:
 
 def _summarizer(reply: str | Exception | None, calls: list[str]) -> FunctionModel:
     async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        calls.append(str(messages[-1].parts[-1].content))
+        prompt = messages[-1].parts[-1]
+        assert isinstance(prompt, UserPromptPart), prompt
+        calls.append(str(prompt.content))
         if isinstance(reply, Exception):
             raise reply
         if reply is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic_ai.models.test import TestModel
 
@@ -31,7 +33,7 @@ from processors import SlidingWindow, SlidingWindowProcessor, Summarization, Sum
         ({'token_counter': 42}, 'token_counter must be callable'),
     ],
 )
-def test_bad_specs_fail_at_construction_naming_the_parameter(kwargs: dict, message: str) -> None:
+def test_bad_specs_fail_at_construction_naming_the_parameter(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as raised:
         SlidingWindowProcessor(**kwargs)
     assert message in str(raised.value)
@@ -49,7 +51,7 @@ def test_bad_specs_fail_at_construction_naming_the_parameter(kwargs: dict, messa
         ({'summarizer_timeout': 0}, 'summarizer_timeout=0'),
     ],
 )
-def test_bad_summarizer_settings_fail_at_construction(kwargs: dict, message: str) -> None:
+def test_bad_summarizer_settings_fail_at_construction(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace('{', r'\{').replace('}', r'\}')):
         SummarizationProcessor(TestModel(), **kwargs)
 

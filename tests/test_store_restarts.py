@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from session_store import SessionStore
@@ -17,6 +18,7 @@ from tests._conversation_worker import SCOPE, SESSION_ID
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 async def test_two_hundred_turns_across_four_processes(db_url: str, tmp_path: Path) -> None:
     reports = []
     for first in range(0, 200, 50):

@@ -20,7 +20,8 @@ def build(summarizer: ScriptedSummarizer, assistant: ParallelToolAssistant, made
 
 
 async def test_sixty_turns_of_three_tool_calls_each_message_summarized_at_most_once() -> None:
-    summarizer, assistant, made = ScriptedSummarizer(), ParallelToolAssistant(), []
+    summarizer, assistant = ScriptedSummarizer(), ParallelToolAssistant()
+    made: list[Summary] = []
     agent = build(summarizer, assistant, made)
     history: list[ModelMessage] = []
     archive: list[ModelMessage] = []
