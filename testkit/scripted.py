@@ -49,7 +49,7 @@ class ParallelToolAssistant:
 
 
 @dataclass
-class ScriptedSummarizer:
+class RecordingSummarizer:
     inputs: list[str] = field(default_factory=list[str])
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -20,14 +20,14 @@ from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
 from session_store import SessionStore
-from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, Stop, scripted_agent, shape
+from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, Stop, scripted_agent, shape
 
 SESSION_ID = 'long-conversation'
 SCOPE = 'user-7'
 
 
 async def main(url: str, first: int, end: int, out: str) -> None:
-    summarizer = ScriptedSummarizer()
+    summarizer = RecordingSummarizer()
     processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 30), keep=('messages', 10))
     assistant = ParallelToolAssistant()
     report: dict[str, Any] = {'runs': []}

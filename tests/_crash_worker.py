@@ -15,13 +15,13 @@ from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
 from session_store import SessionStore
-from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, scripted_agent
+from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 
 async def main(url: str, seed: str) -> None:
     rng = random.Random(seed)
     processor = SummarizationProcessor(
-        FunctionModel(ScriptedSummarizer()), trigger=('messages', 16), keep=('messages', 6)
+        FunctionModel(RecordingSummarizer()), trigger=('messages', 16), keep=('messages', 6)
     )
     async with SessionStore(url, processor=processor) as store:
         agent = scripted_agent(ParallelToolAssistant())

@@ -13,7 +13,7 @@ from pydantic_ai.models.function import FunctionModel
 from processors import SummarizationProcessor
 from session_store import ExportError, SessionExport, SessionNotFound, SessionStore
 from session_store.cli import main
-from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, scripted_agent
+from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -21,7 +21,7 @@ StoreFactory = Callable[..., SessionStore]
 async def summarized_export(store: SessionStore, turns: int = 10) -> SessionExport:
     """A session of `turns` tool-using turns, summarized along the way, as exported."""
     processor = SummarizationProcessor(
-        FunctionModel(ScriptedSummarizer()), trigger=('messages', 20), keep=('messages', 6)
+        FunctionModel(RecordingSummarizer()), trigger=('messages', 20), keep=('messages', 6)
     )
     session = await store.session('s1', scope='team', processor=processor)
     agent = scripted_agent(ParallelToolAssistant())

@@ -20,7 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import SummarizationProcessor
 from session_store import Recall, SessionStore
-from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, scripted_agent
+from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
 ORDER = re.compile(r'ORD-\d+')
@@ -50,7 +50,7 @@ def text_of(messages: list[ModelMessage]) -> str:
 
 @pytest.mark.slow_on_postgresql
 async def test_an_order_number_summarized_away_is_recalled_after_200_turns(store_factory: StoreFactory) -> None:
-    summarizer = ScriptedSummarizer()  # its summaries never carry order numbers
+    summarizer = RecordingSummarizer()  # its summaries never carry order numbers
     processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 40), keep=('messages', 12))
     async with store_factory(processor=processor) as store:
         session = await store.session('support-42', scope='user-7', recall=True)

@@ -18,14 +18,14 @@ from session_store import SchemaMismatch, SessionConflict, SessionNotFound, Sess
 from session_store._archive import load_window, store_run
 from session_store._run_state import RunRecord
 from session_store.migration import head_revision
-from testkit.scripted import ParallelToolAssistant, ScriptedSummarizer, Stop, scripted_agent
+from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, Stop, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
 
 
-def summarizing(summarizer: ScriptedSummarizer | None = None) -> SummarizationProcessor:
+def summarizing(summarizer: RecordingSummarizer | None = None) -> SummarizationProcessor:
     return SummarizationProcessor(
-        FunctionModel(summarizer or ScriptedSummarizer()), trigger=('messages', 20), keep=('messages', 6)
+        FunctionModel(summarizer or RecordingSummarizer()), trigger=('messages', 20), keep=('messages', 6)
     )
 
 

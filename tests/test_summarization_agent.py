@@ -9,10 +9,10 @@ from pydantic_ai.models.function import FunctionModel
 
 from processors import Summarization, SummarizationProcessor, Summary
 from testkit.histories import SYSTEM, pair_violations, system_prompts
-from testkit.scripted import MARKER, NEW_MESSAGES, PREVIOUS, ParallelToolAssistant, ScriptedSummarizer, scripted_agent
+from testkit.scripted import MARKER, NEW_MESSAGES, PREVIOUS, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 
-def build(summarizer: ScriptedSummarizer, assistant: ParallelToolAssistant, made: list[Summary]) -> Agent[None, str]:
+def build(summarizer: RecordingSummarizer, assistant: ParallelToolAssistant, made: list[Summary]) -> Agent[None, str]:
     summarization = Summarization(
         model=FunctionModel(summarizer), trigger=('messages', 30), keep=('messages', 10), on_summary=made.append
     )
@@ -20,7 +20,7 @@ def build(summarizer: ScriptedSummarizer, assistant: ParallelToolAssistant, made
 
 
 async def test_sixty_turns_of_three_tool_calls_each_message_summarized_at_most_once() -> None:
-    summarizer, assistant = ScriptedSummarizer(), ParallelToolAssistant()
+    summarizer, assistant = RecordingSummarizer(), ParallelToolAssistant()
     made: list[Summary] = []
     agent = build(summarizer, assistant, made)
     history: list[ModelMessage] = []
@@ -60,7 +60,7 @@ async def test_sixty_turns_of_three_tool_calls_each_message_summarized_at_most_o
 
 async def test_at_most_one_summarizer_call_per_request_even_if_the_trigger_still_fires() -> None:
     # keep asks for more than the trigger allows: a naive processor would summarize on every request.
-    summarizer, assistant = ScriptedSummarizer(), ParallelToolAssistant()
+    summarizer, assistant = RecordingSummarizer(), ParallelToolAssistant()
     summarization = Summarization(model=FunctionModel(summarizer), trigger=('tokens', 120), keep=('messages', 20))
     agent = scripted_agent(assistant, capabilities=[summarization])
 
@@ -75,7 +75,7 @@ async def test_at_most_one_summarizer_call_per_request_even_if_the_trigger_still
 async def test_process_history_mode_extends_the_summary_it_wrote_earlier() -> None:
     # As a plain history processor under pydantic-ai's ProcessHistory, the history it gets back is the
     # window it produced; the summary in it is recognised and extended, not redone.
-    summarizer, assistant = ScriptedSummarizer(), ParallelToolAssistant()
+    summarizer, assistant = RecordingSummarizer(), ParallelToolAssistant()
     processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 20), keep=('messages', 6))
     agent = scripted_agent(assistant, capabilities=[ProcessHistory(processor)])
 
