@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ModelMessage
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import decode, load_usage, utc
 from ._database import Database, find_session
 from .results import SessionInfo, StoredSummary
 from .rows import MessageRow, SessionRow, SummaryRow
 
-__all__ = ('list_sessions', 'read_history', 'read_summaries')
+__all__ = ('list_sessions', 'read_history', 'read_summaries', 'summary_chain')
 
 
 async def list_sessions(database: Database, *, scope: str | None, limit: int | None) -> list[SessionInfo]:
@@ -60,10 +61,14 @@ async def read_history(
 async def read_summaries(database: Database, session_id: str, *, scope: str | None) -> list[StoredSummary]:
     """The session's summary chain, oldest first."""
     async with database.read() as db:
-        row = await find_session(db, session_id, scope)
-        rows = (
-            await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk))
-        ).all()
+        return await summary_chain(db, (await find_session(db, session_id, scope)).pk)
+
+
+async def summary_chain(db: AsyncSession, session_pk: int) -> list[StoredSummary]:
+    """A session's summaries, oldest first, each numbered by its place in the chain."""
+    rows = (
+        await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == session_pk).order_by(SummaryRow.pk))
+    ).all()
     return [
         StoredSummary(
             index=index,

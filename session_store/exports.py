@@ -33,11 +33,13 @@ from ._archive import insert_messages, insert_summary, new_session_row
 from ._codec import decode, dump_message, dump_usage, load_message, load_usage, utc
 from ._database import Database, find_session
 from ._ids import check_id
+from ._review import summary_chain
 from ._run_state import NewSummary
 from .errors import SessionConflict
-from .rows import MessageRow, SummaryRow
+from .results import StoredSummary
+from .rows import MessageRow
 
-__all__ = ('FORMAT', 'ExportError', 'ExportedSummary', 'SessionExport')
+__all__ = ('FORMAT', 'ExportError', 'SessionExport')
 
 FORMAT = 'session-store/2'
 """The format this version writes."""
@@ -49,19 +51,6 @@ class ExportError(ValueError):
 
 
 @dataclass(frozen=True)
-class ExportedSummary:
-    """One link of an exported summary chain."""
-
-    covers_from: int
-    covers_to: int
-    text: str
-    tokens: int
-    model_name: str | None
-    usage: RunUsage
-    created_at: datetime
-
-
-@dataclass(frozen=True)
 class SessionExport:
     """A whole session, as `SessionStore.export()` reads it and `SessionStore.import_()` stores it."""
 
@@ -70,7 +59,7 @@ class SessionExport:
     messages: list[ModelMessage]
     tokens: list[int]
     """Each message's stored token count."""
-    summaries: list[ExportedSummary]
+    summaries: list[StoredSummary]
     head_end: int = 0
     """Messages before this position open every window verbatim."""
     window_start: int = 0
@@ -164,7 +153,7 @@ class _Reader:
         self.header: dict[str, Any] | None = None
         self.messages: list[ModelMessage] = []
         self.tokens: list[int] = []
-        self.summaries: list[ExportedSummary] = []
+        self.summaries: list[StoredSummary] = []
         self.closing: dict[str, Any] | None = None
         self.digest = hashlib.sha256()
 
@@ -208,7 +197,8 @@ class _Reader:
             self.tokens.append(int(record['tokens']))
         elif kind == 'summary':
             self.summaries.append(
-                ExportedSummary(
+                StoredSummary(
+                    index=len(self.summaries),
                     covers_from=int(record['covers_from']),
                     covers_to=int(record['covers_to']),
                     text=str(record['text']),
@@ -265,26 +255,13 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
                 .order_by(MessageRow.position)
             )
         ).all()
-        chain = (
-            await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk))
-        ).all()
+        chain = await summary_chain(db, row.pk)
     return SessionExport(
         session_id=row.session_id,
         scope=row.scope,
         messages=[decode(session_id, position, payload) for position, payload, _ in rows],
         tokens=[tokens for _, _, tokens in rows],
-        summaries=[
-            ExportedSummary(
-                covers_from=s.covers_from,
-                covers_to=s.covers_to,
-                text=s.text,
-                tokens=s.tokens,
-                model_name=s.model_name,
-                usage=load_usage(s.usage),
-                created_at=utc(s.created_at),
-            )
-            for s in chain
-        ],
+        summaries=chain,
         head_end=row.head_end,
         window_start=row.window_start,
         usage=load_usage(row.usage),
