@@ -76,7 +76,9 @@ async def append_messages(
     """Write `messages` at archive positions `start..` of a session and set its message count, in one
     transaction, without reading or moving its window: the fastest way to fill an archive."""
     async with _database(store).read() as db, db.begin():
-        await _archive.insert_messages(db, session_pk, start, messages, tokens)
+        segment_pk = await db.scalar(select(SessionRow.active_segment_pk).where(SessionRow.pk == session_pk))
+        assert segment_pk is not None
+        await _archive.insert_messages(db, session_pk, segment_pk, start, messages, tokens)
         await db.execute(
             update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=start + len(messages))
         )

@@ -19,13 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from processors import message_text, summary_request
 
 from ._codec import decode, dump_message, dump_usage, load_usage, now
-from ._database import Database, find_session
+from ._database import Database, active_segment, find_session
 from ._ids import new_token
 from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
 from .errors import SessionConflict
-from .rows import MessageRow, SessionRow, SummaryRow
+from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = (
+    'add_root_segment',
     'delete_session',
     'insert_messages',
     'insert_summary',
@@ -62,6 +63,18 @@ def new_session_row(
     )
 
 
+async def add_root_segment(db: AsyncSession, session_pk: int) -> int:
+    """Give a new session its first segment, the one its active path ends in; the segment's key."""
+    segment_pk = await db.scalar(
+        insert(SegmentRow)
+        .values(session_pk=session_pk, parent_pk=None, starts_at=0, created_at=now())
+        .returning(SegmentRow.pk)
+    )
+    assert segment_pk is not None
+    await db.execute(update(SessionRow).where(SessionRow.pk == session_pk).values(active_segment_pk=segment_pk))
+    return int(segment_pk)
+
+
 async def open_session(database: Database, session_id: str, scope: str | None) -> None:
     """Make sure the session exists, creating it if new; `SessionConflict` if its id is taken under another scope."""
 
@@ -72,7 +85,9 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
     async def create(db: AsyncSession) -> tuple[bool, str | None]:
         try:
             async with db.begin_nested():
-                db.add(new_session_row(session_id, scope))
+                row = new_session_row(session_id, scope)
+                db.add(row)
+            await add_root_segment(db, row.pk)
             return True, scope
         except IntegrityError:  # created by a concurrent writer just now
             return await stored_scope(db)
@@ -97,6 +112,7 @@ async def delete_session(database: Database, session_id: str, scope: str | None)
         # Explicit rather than trusting ON DELETE CASCADE, which SQLite only honours with its pragma on.
         await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == row.pk))
         await db.execute(delete(MessageRow).where(MessageRow.session_pk == row.pk))
+        await db.execute(delete(SegmentRow).where(SegmentRow.session_pk == row.pk))
         await db.execute(delete(SessionRow).where(SessionRow.pk == row.pk))
 
     await database.write(session_id, remove)
@@ -105,12 +121,13 @@ async def delete_session(database: Database, session_id: str, scope: str | None)
 async def insert_messages(
     db: AsyncSession,
     session_pk: int,
+    segment_pk: int,
     start: int,
     messages: Sequence[ModelMessage],
     tokens: Sequence[int],
     entry_ids: Sequence[str] | None = None,
 ) -> None:
-    """Append `messages` at positions `start..`, with new entry ids unless the caller's entries have them."""
+    """Append `messages` to a segment at positions `start..`, with new entry ids unless the caller's have them."""
     if not messages:
         return
     moment = now()
@@ -119,6 +136,7 @@ async def insert_messages(
         [
             {
                 'session_pk': session_pk,
+                'segment_pk': segment_pk,
                 'position': start + offset,
                 'entry_id': entry_ids[offset] if entry_ids is not None else new_token(),
                 'run_id': getattr(message, 'run_id', None),
@@ -135,13 +153,19 @@ async def insert_messages(
 
 
 async def insert_summary(
-    db: AsyncSession, session_pk: int, previous: int | None, summary: NewSummary, created_at: datetime
+    db: AsyncSession,
+    session_pk: int,
+    segment_pk: int,
+    previous: int | None,
+    summary: NewSummary,
+    created_at: datetime,
 ) -> int:
-    """Store `summary` as the link after `previous`; its primary key."""
+    """Store `summary`, made on the segment's path, as the link after `previous`; its primary key."""
     pk = await db.scalar(
         insert(SummaryRow)
         .values(
             session_pk=session_pk,
+            segment_pk=segment_pk,
             previous_pk=previous,
             covers_from=summary.covers_from,
             covers_to=summary.covers_to,
@@ -170,8 +194,9 @@ async def load_window(
         # system prompt) and the tail. One OR'd condition would make the index serve only the
         # session and read all of its archive.
         head_end = min(max(row.head_end, 1), row.window_start)
+        segment_pk = active_segment(row)
         in_session = select(MessageRow.position, MessageRow.payload, MessageRow.tokens).where(
-            MessageRow.session_pk == row.pk
+            MessageRow.segment_pk == segment_pk
         )
         rows = (
             await db.execute(
@@ -199,6 +224,7 @@ async def load_window(
         window[len(head)] = (position, replace(opening, parts=[*parts, *opening.parts]), None)
     return LoadedWindow(
         session_pk=row.pk,
+        segment_pk=segment_pk,
         revision=row.revision,
         message_count=row.message_count,
         head_end=row.head_end,
@@ -234,9 +260,11 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         )
         if moved.rowcount != 1:  # type: ignore[attr-defined]
             raise SessionConflict(session_id)
-        await insert_messages(db, loaded.session_pk, loaded.message_count, record.messages, record.tokens)
+        await insert_messages(
+            db, loaded.session_pk, loaded.segment_pk, loaded.message_count, record.messages, record.tokens
+        )
         previous = loaded.summary_pk
         for summary in record.summaries:
-            previous = await insert_summary(db, loaded.session_pk, previous, summary, now())
+            previous = await insert_summary(db, loaded.session_pk, loaded.segment_pk, previous, summary, now())
 
     await database.write(session_id, append)

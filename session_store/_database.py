@@ -19,7 +19,7 @@ from ._ids import check_id
 from .errors import SessionNotFound, StoreError
 from .rows import SessionRow
 
-__all__ = ('Database', 'find_session')
+__all__ = ('Database', 'active_segment', 'find_session')
 
 T = TypeVar('T')
 
@@ -109,3 +109,9 @@ async def find_session(db: AsyncSession, session_id: str, scope: str | None) -> 
     if row is None or (scope is not None and row.scope != scope):
         raise SessionNotFound(session_id, scope)
     return row
+
+
+def active_segment(row: SessionRow) -> int:
+    """The segment the session's active path ends in (every session has one from its creation)."""
+    assert row.active_segment_pk is not None, f'session {row.session_id!r} has no active segment'
+    return row.active_segment_pk

@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import decode, load_usage, utc
-from ._database import Database, find_session
+from ._database import Database, active_segment, find_session
 from .results import SessionInfo, StoredSummary
 from .rows import MessageRow, SessionRow, SummaryRow
 
@@ -49,7 +49,7 @@ async def read_history(
         row = await find_session(db, session_id, scope)
         query = (
             select(MessageRow.position, MessageRow.payload)
-            .where(MessageRow.session_pk == row.pk, MessageRow.position >= offset)
+            .where(MessageRow.segment_pk == active_segment(row), MessageRow.position >= offset)
             .order_by(MessageRow.position)
         )
         if limit is not None:

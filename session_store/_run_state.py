@@ -22,6 +22,8 @@ class LoadedWindow:
     """What a run starts from: the stored window and the revision it was read at."""
 
     session_pk: int
+    segment_pk: int
+    """The segment the session's active path ends in, where the run's messages go."""
     revision: str
     message_count: int
     head_end: int

@@ -7,7 +7,8 @@ conversation is a `sessions` row and its entries are that session's `messages` r
 The mapping:
 
 - `ConversationRecord` <-> a `sessions` row: `conversation_id` is `session_id`, `revision` is the
-  row's revision, and `head_id` is the `entry_id` of the message at `message_count - 1` (`None`
+  row's revision, and `head_id` is the `entry_id` of the message at `message_count - 1` of its active
+  segment (`None`
   while the session has no messages), so the head is never stored twice and can't drift.
 - `ConversationEntry` <-> a `messages` row: `id` is `entry_id`, `message` the decoded payload, and
   `parent_id` the `entry_id` at `position - 1` in the same session (`None` at position 0).
@@ -36,12 +37,12 @@ from sqlalchemy.orm import aliased
 
 from processors import TokenCounter, count_tokens
 
-from ._archive import insert_messages
+from ._archive import add_root_segment, insert_messages
 from ._codec import decode, dump_usage, load_usage, now, utc
 from ._database import Database
 from ._ids import check_id, new_token
 from .errors import SessionConflict
-from .rows import MessageRow, SessionRow, SummaryRow
+from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 _RETRY = 'Load the conversation again and retry.'
 
@@ -58,7 +59,9 @@ def _head_entry_id() -> Any:
     """The `entry_id` of a session row's newest message, as a correlated scalar subquery (NULL when it has none)."""
     return (
         select(MessageRow.entry_id)
-        .where(MessageRow.session_pk == SessionRow.pk, MessageRow.position == SessionRow.message_count - 1)
+        .where(
+            MessageRow.segment_pk == SessionRow.active_segment_pk, MessageRow.position == SessionRow.message_count - 1
+        )
         .scalar_subquery()
     )
 
@@ -70,7 +73,7 @@ def _entries_query() -> Select[str, int, str, str | None, str]:
         .select_from(MessageRow)
         .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
         .outerjoin(
-            _Parent, and_(_Parent.session_pk == MessageRow.session_pk, _Parent.position == MessageRow.position - 1)
+            _Parent, and_(_Parent.segment_pk == MessageRow.segment_pk, _Parent.position == MessageRow.position - 1)
         )
         .order_by(MessageRow.position)
     )
@@ -185,9 +188,9 @@ class SQLConversationStore(ConversationStore):
         """
         if head_id is None or limit == 0:
             return []
-        head = select(MessageRow.session_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
+        head = select(MessageRow.segment_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
         query = _entries_query().join(
-            head, and_(MessageRow.session_pk == head.c.session_pk, MessageRow.position <= head.c.position)
+            head, and_(MessageRow.segment_pk == head.c.segment_pk, MessageRow.position <= head.c.position)
         )
         if limit is not None:
             query = query.where(MessageRow.position > head.c.position - limit)
@@ -232,17 +235,16 @@ class SQLConversationStore(ConversationStore):
         tokens = [await count_tokens(self._token_counter, [entry.message]) for entry in new_entries]
         async with self._database.read() as db, db.begin():
             if expected_revision is None:
-                session_pk, start = await self._create(db, record, new_entries)
+                session_pk, segment_pk, start = await self._create(db, record, new_entries)
             else:
-                session_pk, start = await self._advance(db, record, new_entries, expected_revision)
-            await insert_messages(
-                db, session_pk, start, [e.message for e in new_entries], tokens, [e.id for e in new_entries]
-            )
+                session_pk, segment_pk, start = await self._advance(db, record, new_entries, expected_revision)
+            messages = [e.message for e in new_entries]
+            await insert_messages(db, session_pk, segment_pk, start, messages, tokens, [e.id for e in new_entries])
 
     async def _create(
         self, db: AsyncSession, record: ConversationRecord, new_entries: Sequence[ConversationEntry]
-    ) -> tuple[int, int]:
-        """Insert a new conversation's session row, copying a fork's history; its pk and where new entries go."""
+    ) -> tuple[int, int, int]:
+        """Insert a new conversation's session row, copying a fork's history; its pk, segment and next position."""
         conversation_id = record.conversation_id
         if new_entries and new_entries[0].parent_id is not None:
             raise _not_linear(
@@ -268,16 +270,17 @@ class SQLConversationStore(ConversationStore):
         except IntegrityError:
             raise SessionConflict(conversation_id, 'already exists', advice=_RETRY) from None
         assert session_pk is not None
+        segment_pk = await add_root_segment(db, session_pk)
         if new_entries or record.head_id is None:
-            return session_pk, 0
-        copied = await _copy_history(db, record.head_id, session_pk)
+            return session_pk, segment_pk, 0
+        copied = await _copy_history(db, record.head_id, session_pk, segment_pk)
         if copied == 0:
             # The forked-from entry was deleted (or never existed) since the fork read it.
             raise SessionConflict(
                 conversation_id, f'was forked from entry {record.head_id!r}, which is gone', advice=_RETRY
             )
         await db.execute(update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=copied))
-        return session_pk, copied
+        return session_pk, segment_pk, copied
 
     async def _advance(
         self,
@@ -285,8 +288,8 @@ class SQLConversationStore(ConversationStore):
         record: ConversationRecord,
         new_entries: Sequence[ConversationEntry],
         expected_revision: str,
-    ) -> tuple[int, int]:
-        """Move an existing session row to `record` if its revision is `expected_revision`; its pk and old length."""
+    ) -> tuple[int, int, int]:
+        """Move a session row to `record` if its revision is `expected_revision`; its pk, segment and old length."""
         conversation_id = record.conversation_id
         # Optimistic concurrency: the revision check and the write are one statement, which also
         # takes the row's write lock, so no other writer can slip in before the entries are added.
@@ -295,18 +298,19 @@ class SQLConversationStore(ConversationStore):
                 update(SessionRow)
                 .where(SessionRow.session_id == conversation_id, SessionRow.revision == expected_revision)
                 .values(**_record_columns(record), message_count=SessionRow.message_count + len(new_entries))
-                .returning(SessionRow.pk, SessionRow.message_count)
+                .returning(SessionRow.pk, SessionRow.active_segment_pk, SessionRow.message_count)
             )
         ).first()
         if moved is None:
             raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
-        session_pk, message_count = moved
+        session_pk, segment_pk, message_count = moved
+        assert segment_pk is not None
         start = message_count - len(new_entries)
         stored_head = (
             None
             if start == 0
             else await db.scalar(
-                select(MessageRow.entry_id).where(MessageRow.session_pk == session_pk, MessageRow.position == start - 1)
+                select(MessageRow.entry_id).where(MessageRow.segment_pk == segment_pk, MessageRow.position == start - 1)
             )
         )
         # Raising rolls the revision update back with everything else.
@@ -321,7 +325,7 @@ class SQLConversationStore(ConversationStore):
                 conversation_id,
                 f'it would move its head from its newest message {stored_head!r} to {record.head_id!r} (a branch)',
             )
-        return session_pk, start
+        return session_pk, segment_pk, start
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete the conversation, its messages and its summaries, if its revision is `expected_revision`.
@@ -346,6 +350,7 @@ class SQLConversationStore(ConversationStore):
             # Explicit rather than trusting ON DELETE CASCADE, which SQLite only honours with its pragma on.
             await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == session_pk))
             await db.execute(delete(MessageRow).where(MessageRow.session_pk == session_pk))
+            await db.execute(delete(SegmentRow).where(SegmentRow.session_pk == session_pk))
             await db.execute(delete(SessionRow).where(SessionRow.pk == session_pk))
 
 
@@ -365,18 +370,19 @@ def _record_columns(record: ConversationRecord) -> dict[str, Any]:
     }
 
 
-async def _copy_history(db: AsyncSession, head_id: str, session_pk: int) -> int:
-    """Copy the messages up to and including entry `head_id` into session `session_pk`; how many were copied.
+async def _copy_history(db: AsyncSession, head_id: str, session_pk: int, segment_pk: int) -> int:
+    """Copy the messages up to and including entry `head_id` into a session's segment; how many were copied.
 
     One INSERT ... SELECT, so the payloads never leave the database. Copies keep their position,
     payload, text, token count and timestamp, and get ids `<fresh token>-<position>`: unique,
     because the token is new.
     """
-    head = select(MessageRow.session_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
+    head = select(MessageRow.segment_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
     prefix = new_token() + '-'
     copy = (
         select(
             literal(session_pk),
+            literal(segment_pk),
             MessageRow.position,
             literal(prefix, String) + cast(MessageRow.position, String),
             MessageRow.run_id,
@@ -387,11 +393,23 @@ async def _copy_history(db: AsyncSession, head_id: str, session_pk: int) -> int:
             MessageRow.created_at,
         )
         .select_from(MessageRow)
-        .join(head, and_(MessageRow.session_pk == head.c.session_pk, MessageRow.position <= head.c.position))
+        .join(head, and_(MessageRow.segment_pk == head.c.segment_pk, MessageRow.position <= head.c.position))
     )
     copied = await db.execute(
         insert(MessageRow).from_select(
-            ['session_pk', 'position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens', 'created_at'], copy
+            [
+                'session_pk',
+                'segment_pk',
+                'position',
+                'entry_id',
+                'run_id',
+                'kind',
+                'payload',
+                'text',
+                'tokens',
+                'created_at',
+            ],
+            copy,
         )
     )
     return int(copied.rowcount)  # type: ignore[attr-defined]

@@ -29,9 +29,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._archive import insert_messages, insert_summary, new_session_row
+from ._archive import add_root_segment, insert_messages, insert_summary, new_session_row
 from ._codec import decode, dump_message, dump_usage, load_message, load_usage, utc
-from ._database import Database, find_session
+from ._database import Database, active_segment, find_session
 from ._ids import check_id
 from ._review import summary_chain
 from ._run_state import NewSummary
@@ -251,7 +251,7 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
         rows = (
             await db.execute(
                 select(MessageRow.position, MessageRow.payload, MessageRow.tokens)
-                .where(MessageRow.session_pk == row.pk)
+                .where(MessageRow.segment_pk == active_segment(row))
                 .order_by(MessageRow.position)
             )
         ).all()
@@ -297,10 +297,11 @@ async def write_import(database: Database, document: SessionExport, session_id: 
                 'already exists',
                 advice='Import it under another id, or delete the existing session first.',
             ) from None
-        await insert_messages(db, row.pk, 0, document.messages, document.tokens)
+        segment_pk = await add_root_segment(db, row.pk)
+        await insert_messages(db, row.pk, segment_pk, 0, document.messages, document.tokens)
         previous: int | None = None
         for s in document.summaries:
             summary = NewSummary(s.covers_from, s.covers_to, s.text, s.tokens, s.model_name, s.usage)
-            previous = await insert_summary(db, row.pk, previous, summary, s.created_at)
+            previous = await insert_summary(db, row.pk, segment_pk, previous, summary, s.created_at)
 
     await database.write(session_id, store)

@@ -1,4 +1,6 @@
-"""The tables: sessions, their raw messages, and their summaries. One schema for SQLite and PostgreSQL.
+"""The tables: sessions, the segments (branches) of their archive, its raw messages, and summaries.
+
+One schema for SQLite and PostgreSQL.
 
 The schema is made only by the alembic migrations in `migrations/`; these rows describe it for
 queries. Messages are stored once each, in order, as pydantic-ai's own JSON, with the text they
@@ -13,7 +15,7 @@ from typing import Any, ClassVar
 from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ('Base', 'MessageRow', 'SessionRow', 'SummaryRow')
+__all__ = ('Base', 'MessageRow', 'SegmentRow', 'SessionRow', 'SummaryRow')
 
 # BIGINT keys on PostgreSQL; SQLite's INTEGER PRIMARY KEY is its rowid, and only that autoincrements.
 Key = BigInteger().with_variant(Integer(), 'sqlite')
@@ -54,16 +56,36 @@ class SessionRow(Base):
     """The run holding the session while writers that asked to wait queue behind it."""
     lease_expires: Mapped[datetime | None]
     """When that lease lapses unless renewed; a crashed holder's lease lapses on its own."""
+    active_segment_pk: Mapped[int | None] = mapped_column(Key)
+    """The segment the active path ends in; its first `message_count` positions are the active path."""
+
+
+class SegmentRow(Base):
+    """A branch of a session's archive: messages at consecutive positions, forked from a parent segment.
+
+    Its path is its ancestors' messages up to where each child leaves them, then its own: a segment
+    that starts at position p takes positions below p from its parent's path.
+    """
+
+    __tablename__ = 'segments'
+
+    pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
+    session_pk: Mapped[int] = mapped_column(Key, ForeignKey('sessions.pk', ondelete='CASCADE'), index=True)
+    parent_pk: Mapped[int | None] = mapped_column(Key, ForeignKey('segments.pk', ondelete='CASCADE'))
+    starts_at: Mapped[int] = mapped_column(Integer)
+    """The position of its first message: where it leaves its parent's path (0 for a root)."""
+    created_at: Mapped[datetime]
 
 
 class MessageRow(Base):
     """One archived message, at its position in its session."""
 
     __tablename__ = 'messages'
-    __table_args__ = (UniqueConstraint('session_pk', 'position', name='uq_messages_session_position'),)
+    __table_args__ = (UniqueConstraint('segment_pk', 'position', name='uq_messages_segment_position'),)
 
     pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
     session_pk: Mapped[int] = mapped_column(Key, ForeignKey('sessions.pk', ondelete='CASCADE'))
+    segment_pk: Mapped[int] = mapped_column(Key, ForeignKey('segments.pk', ondelete='CASCADE'))
     position: Mapped[int] = mapped_column(Integer)
     entry_id: Mapped[str] = mapped_column(String(64), unique=True)
     """The message's id as a pydantic-ai `ConversationEntry`."""
@@ -85,6 +107,8 @@ class SummaryRow(Base):
 
     pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
     session_pk: Mapped[int] = mapped_column(Key, ForeignKey('sessions.pk', ondelete='CASCADE'))
+    segment_pk: Mapped[int] = mapped_column(Key, ForeignKey('segments.pk', ondelete='CASCADE'))
+    """The segment whose path it was made on: it covers positions of that path."""
     previous_pk: Mapped[int | None] = mapped_column(Key, ForeignKey('summaries.pk', ondelete='SET NULL'))
     covers_from: Mapped[int] = mapped_column(Integer)
     """The first position this summary folds in (the previous summary covers everything before)."""

@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from alembic import command
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.function import FunctionModel
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from processors import SummarizationProcessor
 from session_store import SessionExport, SessionStore
-from session_store.migration import head_revision
+from session_store.migration import _config, head_revision
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 FIXTURES = Path(__file__).parent / 'fixtures'
@@ -30,18 +37,57 @@ def summarizing() -> SummarizationProcessor:
     return SummarizationProcessor(FunctionModel(RecordingSummarizer()), trigger=('messages', 20), keep=('messages', 6))
 
 
+def _reflect(connection: sa.Connection, name: str) -> sa.Table:
+    return sa.Table(name, sa.MetaData(), autoload_with=connection)
+
+
+async def transplant_release_0_1(url: str) -> None:
+    """Make a PostgreSQL database at 0.1's schema revision holding the fixture's rows, as 0.1 would have."""
+    engine = create_async_engine(url)
+    source = sa.create_engine(f'sqlite:///{FIXTURES / "release-0.1.db"}')
+    tables = ('sessions', 'messages', 'summaries')
+    reflected = sa.MetaData()
+    reflected.reflect(source, only=tables)
+    with source.connect() as connection:
+        rows = {
+            name: [
+                {key: value.replace(tzinfo=UTC) if isinstance(value, datetime) else value for key, value in row.items()}
+                for row in connection.execute(reflected.tables[name].select().order_by(sa.column('pk'))).mappings()
+            ]
+            for name in tables
+        }
+    source.dispose()
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(lambda sync: command.upgrade(_config(sync), '0003'))
+            for name in tables:
+                target = await connection.run_sync(_reflect, name)
+                await connection.execute(target.insert(), rows[name])
+                await connection.execute(
+                    sa.text(f"SELECT setval(pg_get_serial_sequence('{name}', 'pk'), (SELECT max(pk) FROM {name}))")
+                )
+    finally:
+        await engine.dispose()
+
+
 @pytest.fixture
-def release_db(tmp_path: Path) -> str:
-    """A copy of the 0.1 database, upgraded to this version's schema if that has moved on."""
-    shutil.copy(FIXTURES / 'release-0.1.db', tmp_path / 'sessions.db')
-    return f'sqlite+aiosqlite:///{tmp_path / "sessions.db"}'
+async def release_db(new_database: Callable[[], str]) -> str:
+    """The 0.1 database on the backend under test, upgraded to this version's schema as `migrate` would."""
+    url = new_database()
+    if url.startswith('sqlite'):
+        shutil.copy(FIXTURES / 'release-0.1.db', str(make_url(url).database))
+    else:
+        await transplant_release_0_1(url)
+    store = SessionStore(url, migrate=False)
+    await store.migrate()
+    await store.close()
+    return url
 
 
 async def test_a_release_0_1_database_reads_back_as_it_was_written(release_db: str) -> None:
-    store = SessionStore(release_db, migrate=False)
-    if head_revision() != '0003':
-        await store.migrate()
-    async with store:
+    async with SessionStore(release_db) as store:
+        async with store.engine.connect() as connection:
+            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == head_revision()
         assert sorted(info.session_id for info in await store.sessions()) == sorted(EXPECTED)
         for session_id, expected in EXPECTED.items():
             history = await store.history(session_id, scope=expected['scope'])
@@ -72,5 +118,9 @@ async def test_a_release_0_1_session_carries_on_from_its_stored_summary(release_
         last_stored = EXPECTED['summarized']['summaries'][-1]
         assert chain[len(EXPECTED['summarized']['summaries'])].covers_from == last_stored['covers_to']
         assert last_stored['text'] in summarizer.inputs[0]
+        # The full-text index still holds 0.1's rows and takes the new ones.
+        for marker in ('M3', 'M14'):
+            hits = await store.search(marker, session_id='summarized', match='words')
+            assert hits and all(marker in hit.text for hit in hits), marker
         document = await store.export('summarized', scope='user-7')
     assert SessionExport.from_json_lines(document.to_json_lines()) == document
