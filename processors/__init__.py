@@ -4,7 +4,7 @@ windows and incremental summaries. Pure: no I/O of their own."""
 from ._text import format_messages, message_text, part_text
 from ._window import CompactionState
 from .capabilities import SlidingWindow, Summarization, as_capability
-from .cut_points import is_turn_start, safe_cut_points
+from .cut_points import is_turn_start, safe_cut_points, tool_call_ids
 from .sliding_window import SlidingWindowProcessor, create_sliding_window_processor
 from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
 from .summarization import DEFAULT_SUMMARY_PROMPT, SummarizationProcessor, create_summarization_processor
@@ -48,4 +48,5 @@ __all__ = (
     'safe_cut_points',
     'summary_request',
     'summary_text',
+    'tool_call_ids',
 )

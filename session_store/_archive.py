@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
-from sqlalchemy import delete, insert, select, union_all, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,6 +22,7 @@ from ._codec import decode, dump_message, dump_usage, load_usage, now
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
 from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
+from ._tree import best_summary, on_path, path_spans
 from .errors import SessionConflict
 from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
@@ -187,25 +188,14 @@ async def load_window(
     """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read."""
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
-        summary = await db.scalar(
-            select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk.desc()).limit(1)
-        )
-        # Two range scans on (session, position): the head (at least the first message, for its
-        # system prompt) and the tail. One OR'd condition would make the index serve only the
-        # session and read all of its archive.
-        head_end = min(max(row.head_end, 1), row.window_start)
         segment_pk = active_segment(row)
-        in_session = select(MessageRow.position, MessageRow.payload, MessageRow.tokens).where(
-            MessageRow.segment_pk == segment_pk
-        )
-        rows = (
-            await db.execute(
-                union_all(
-                    in_session.where(MessageRow.position < head_end),
-                    in_session.where(MessageRow.position >= row.window_start),
-                ).order_by('position')
-            )
-        ).all()
+        spans = await path_spans(db, row.pk, segment_pk, row.message_count)
+        summary = await best_summary(db, spans)
+        # Range scans along the active path: the head (at least the first message, for its system
+        # prompt) and the tail; the archive between them is not read.
+        head_end = min(max(row.head_end, 1), row.window_start)
+        query = select(MessageRow.position, MessageRow.payload, MessageRow.tokens)
+        rows = (await db.execute(on_path(query, spans, (0, head_end), (row.window_start, row.message_count)))).all()
     loaded = [(position, decode(session_id, position, payload), tokens) for position, payload, tokens in rows]
     head = [entry for entry in loaded if entry[0] < row.head_end]
     tail = [entry for entry in loaded if entry[0] >= row.window_start and entry[0] >= row.head_end]

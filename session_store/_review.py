@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import decode, load_usage, utc
 from ._database import Database, active_segment, find_session
+from ._tree import best_summary, on_path, path_spans
 from .results import SessionInfo, StoredSummary
 from .rows import MessageRow, SessionRow, SummaryRow
 
@@ -47,11 +48,8 @@ async def read_history(
         raise ValueError(f'offset and limit must be >= 0; got offset={offset}, limit={limit}.')
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
-        query = (
-            select(MessageRow.position, MessageRow.payload)
-            .where(MessageRow.segment_pk == active_segment(row), MessageRow.position >= offset)
-            .order_by(MessageRow.position)
-        )
+        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
+        query = on_path(select(MessageRow.position, MessageRow.payload), spans, (offset, row.message_count))
         if limit is not None:
             query = query.limit(limit)
         rows = (await db.execute(query)).all()
@@ -59,26 +57,39 @@ async def read_history(
 
 
 async def read_summaries(database: Database, session_id: str, *, scope: str | None) -> list[StoredSummary]:
-    """The session's summary chain, oldest first."""
+    """The summary chain of the session's active path, oldest first: the links its window builds on."""
     async with database.read() as db:
-        return await summary_chain(db, (await find_session(db, session_id, scope)).pk)
+        row = await find_session(db, session_id, scope)
+        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
+        latest = await best_summary(db, spans)
+        rows = await _summary_rows(db, row.pk)
+    by_pk = {summary.pk: summary for summary in rows}
+    links: list[SummaryRow] = []
+    link = None if latest is None else by_pk[latest.pk]
+    while link is not None:
+        links.append(link)
+        link = None if link.previous_pk is None else by_pk.get(link.previous_pk)
+    return [_stored(index, summary) for index, summary in enumerate(reversed(links))]
 
 
 async def summary_chain(db: AsyncSession, session_pk: int) -> list[StoredSummary]:
-    """A session's summaries, oldest first, each numbered by its place in the chain."""
-    rows = (
-        await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == session_pk).order_by(SummaryRow.pk))
-    ).all()
-    return [
-        StoredSummary(
-            index=index,
-            covers_from=summary.covers_from,
-            covers_to=summary.covers_to,
-            text=summary.text,
-            tokens=summary.tokens,
-            model_name=summary.model_name,
-            usage=load_usage(summary.usage),
-            created_at=utc(summary.created_at),
-        )
-        for index, summary in enumerate(rows)
-    ]
+    """Every summary of a session, on any of its paths, oldest first."""
+    return [_stored(index, summary) for index, summary in enumerate(await _summary_rows(db, session_pk))]
+
+
+async def _summary_rows(db: AsyncSession, session_pk: int) -> list[SummaryRow]:
+    chain = select(SummaryRow).where(SummaryRow.session_pk == session_pk).order_by(SummaryRow.pk)
+    return list((await db.scalars(chain)).all())
+
+
+def _stored(index: int, summary: SummaryRow) -> StoredSummary:
+    return StoredSummary(
+        index=index,
+        covers_from=summary.covers_from,
+        covers_to=summary.covers_to,
+        text=summary.text,
+        tokens=summary.tokens,
+        model_name=summary.model_name,
+        usage=load_usage(summary.usage),
+        created_at=utc(summary.created_at),
+    )

@@ -30,7 +30,7 @@ import pydantic
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import DeferredToolRequests
-from sqlalchemy import Row, Select, String, and_, cast, delete, insert, literal, select, update
+from sqlalchemy import Row, Select, String, and_, case, cast, delete, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -41,6 +41,7 @@ from ._archive import add_root_segment, insert_messages
 from ._codec import decode, dump_usage, load_usage, now, utc
 from ._database import Database
 from ._ids import check_id, new_token
+from ._tree import on_path, path_spans, spans_of
 from .errors import SessionConflict
 from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
@@ -52,30 +53,47 @@ _DEFERRED: pydantic.TypeAdapter[DeferredToolRequests] = pydantic.TypeAdapter(Def
 """The same JSON `Session` stores a paused run's requests in, so either side can read the other's."""
 
 _Parent = aliased(MessageRow, name='parent')
-"""The message before another one in the same session, whose `entry_id` is that one's `parent_id`."""
+"""The message before another one on its path, whose `entry_id` is that one's `parent_id`."""
+_Own = aliased(SegmentRow, name='own')
+"""The segment a message is in."""
 
 
 def _head_entry_id() -> Any:
-    """The `entry_id` of a session row's newest message, as a correlated scalar subquery (NULL when it has none)."""
-    return (
-        select(MessageRow.entry_id)
-        .where(
-            MessageRow.segment_pk == SessionRow.active_segment_pk, MessageRow.position == SessionRow.message_count - 1
-        )
-        .scalar_subquery()
+    """The `entry_id` of a session's newest message on its active path, as a correlated scalar subquery.
+
+    That message is in the active segment, or, right after a rewind (the segment still empty), in the
+    segment it forked from. NULL when the path is empty.
+    """
+    last = SessionRow.message_count - 1
+    in_active = select(MessageRow.entry_id).where(
+        MessageRow.segment_pk == SessionRow.active_segment_pk, MessageRow.position == last
     )
+    in_parent = (
+        select(MessageRow.entry_id)
+        .join(_Own, _Own.parent_pk == MessageRow.segment_pk)
+        .where(_Own.pk == SessionRow.active_segment_pk, MessageRow.position == last)
+    )
+    return func.coalesce(in_active.scalar_subquery(), in_parent.scalar_subquery())
 
 
 def _entries_query() -> Select[str, int, str, str | None, str]:
-    """Message rows as entries: (session_id, position, entry_id, parent entry_id, payload), in position order."""
+    """Message rows as entries: (session_id, position, entry_id, parent entry_id, payload).
+
+    A segment's first message continues the segment it forked from; any other, its own segment.
+    """
+    parent_segment = case((MessageRow.position > _Own.starts_at, MessageRow.segment_pk), else_=_Own.parent_pk)
     return (
-        select(SessionRow.session_id, MessageRow.position, MessageRow.entry_id, _Parent.entry_id, MessageRow.payload)
+        select(
+            SessionRow.session_id,
+            MessageRow.position,
+            MessageRow.entry_id,
+            _Parent.entry_id.label('parent_id'),
+            MessageRow.payload,
+        )
         .select_from(MessageRow)
         .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
-        .outerjoin(
-            _Parent, and_(_Parent.segment_pk == MessageRow.segment_pk, _Parent.position == MessageRow.position - 1)
-        )
-        .order_by(MessageRow.position)
+        .join(_Own, _Own.pk == MessageRow.segment_pk)
+        .outerjoin(_Parent, and_(_Parent.segment_pk == parent_segment, _Parent.position == MessageRow.position - 1))
     )
 
 
@@ -177,27 +195,40 @@ class SQLConversationStore(ConversationStore):
         return _entry(found)
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
-        """The entries up to and including `head_id`, oldest first, or only the last `limit`: one SELECT.
+        """The entries up to and including `head_id`, oldest first, or only the last `limit`.
 
-        The head's session and position come from a subquery, and the window is a range of
-        positions on the (session, position) unique index, so the cost is `limit` rows, not the
-        archive. (The base class would call `read_entry` once per message.)
+        The path to the head is read as one range scan per segment it crosses, on the (segment,
+        position) unique index, so the cost is `limit` rows, not the archive. (The base class would
+        call `read_entry` once per message.)
 
         Raises:
             LookupError: No message has the entry id `head_id`.
         """
         if head_id is None or limit == 0:
             return []
-        head = select(MessageRow.segment_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
-        query = _entries_query().join(
-            head, and_(MessageRow.segment_pk == head.c.segment_pk, MessageRow.position <= head.c.position)
-        )
-        if limit is not None:
-            query = query.where(MessageRow.position > head.c.position - limit)
         async with self._database.read() as db:
-            rows = (await db.execute(query)).all()
-        if not rows:
-            raise LookupError(f'No conversation entry {head_id!r} in the store.')
+            # The head, with every segment of its session to find its path by: one SELECT.
+            found = (
+                await db.execute(
+                    select(
+                        MessageRow.segment_pk,
+                        MessageRow.position,
+                        SegmentRow.pk,
+                        SegmentRow.parent_pk,
+                        SegmentRow.starts_at,
+                    )
+                    .join(SegmentRow, SegmentRow.session_pk == MessageRow.session_pk)
+                    .where(MessageRow.entry_id == head_id)
+                )
+            ).all()
+            if not found:
+                raise LookupError(f'No conversation entry {head_id!r} in the store.')
+            segment_pk, position = found[0][:2]
+            spans = spans_of(
+                {pk: (parent, starts_at) for _, _, pk, parent, starts_at in found}, segment_pk, position + 1
+            )
+            start = 0 if limit is None else max(0, position + 1 - limit)
+            rows = (await db.execute(on_path(_entries_query(), spans, (start, position + 1)))).all()
         return [_entry(row) for row in rows]
 
     # Writing
@@ -306,13 +337,7 @@ class SQLConversationStore(ConversationStore):
         session_pk, segment_pk, message_count = moved
         assert segment_pk is not None
         start = message_count - len(new_entries)
-        stored_head = (
-            None
-            if start == 0
-            else await db.scalar(
-                select(MessageRow.entry_id).where(MessageRow.segment_pk == segment_pk, MessageRow.position == start - 1)
-            )
-        )
+        stored_head = await _path_entry(db, segment_pk, start - 1)
         # Raising rolls the revision update back with everything else.
         if new_entries and new_entries[0].parent_id != stored_head:
             raise _not_linear(
@@ -373,28 +398,33 @@ def _record_columns(record: ConversationRecord) -> dict[str, Any]:
 async def _copy_history(db: AsyncSession, head_id: str, session_pk: int, segment_pk: int) -> int:
     """Copy the messages up to and including entry `head_id` into a session's segment; how many were copied.
 
-    One INSERT ... SELECT, so the payloads never leave the database. Copies keep their position,
-    payload, text, token count and timestamp, and get ids `<fresh token>-<position>`: unique,
-    because the token is new.
+    One INSERT ... SELECT along the head's path, so the payloads never leave the database. Copies
+    keep their position, payload, text, token count and timestamp, and get ids
+    `<fresh token>-<position>`: unique, because the token is new.
     """
-    head = select(MessageRow.segment_pk, MessageRow.position).where(MessageRow.entry_id == head_id).subquery('head')
-    prefix = new_token() + '-'
-    copy = (
-        select(
-            literal(session_pk),
-            literal(segment_pk),
-            MessageRow.position,
-            literal(prefix, String) + cast(MessageRow.position, String),
-            MessageRow.run_id,
-            MessageRow.kind,
-            MessageRow.payload,
-            MessageRow.text,
-            MessageRow.tokens,
-            MessageRow.created_at,
+    head = (
+        await db.execute(
+            select(MessageRow.session_pk, MessageRow.segment_pk, MessageRow.position).where(
+                MessageRow.entry_id == head_id
+            )
         )
-        .select_from(MessageRow)
-        .join(head, and_(MessageRow.segment_pk == head.c.segment_pk, MessageRow.position <= head.c.position))
-    )
+    ).first()
+    if head is None:
+        return 0
+    spans = await path_spans(db, head.session_pk, head.segment_pk, head.position + 1)
+    prefix = new_token() + '-'
+    copy = select(
+        literal(session_pk),
+        literal(segment_pk),
+        MessageRow.position,
+        literal(prefix, String) + cast(MessageRow.position, String),
+        MessageRow.run_id,
+        MessageRow.kind,
+        MessageRow.payload,
+        MessageRow.text,
+        MessageRow.tokens,
+        MessageRow.created_at,
+    ).select_from(MessageRow)
     copied = await db.execute(
         insert(MessageRow).from_select(
             [
@@ -409,7 +439,21 @@ async def _copy_history(db: AsyncSession, head_id: str, session_pk: int, segment
                 'tokens',
                 'created_at',
             ],
-            copy,
+            on_path(copy, spans, (0, head.position + 1)),
         )
     )
     return int(copied.rowcount)  # type: ignore[attr-defined]
+
+
+async def _path_entry(db: AsyncSession, segment_pk: int, position: int) -> str | None:
+    """The entry id at `position` of the path ending in `segment_pk` (its own, else its parent's); `None` below 0."""
+    if position < 0:
+        return None
+    own = select(MessageRow.entry_id).where(MessageRow.segment_pk == segment_pk, MessageRow.position == position)
+    inherited = (
+        select(MessageRow.entry_id)
+        .join(_Own, _Own.parent_pk == MessageRow.segment_pk)
+        .where(_Own.pk == segment_pk, MessageRow.position == position)
+    )
+    found = await db.scalar(select(func.coalesce(own.scalar_subquery(), inherited.scalar_subquery())))
+    return None if found is None else str(found)

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-__all__ = ('SearchHit', 'SessionInfo', 'SessionWindow', 'StoredSummary')
+__all__ = ('Branch', 'SearchHit', 'SessionInfo', 'SessionWindow', 'StoredSummary')
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,21 @@ class SessionWindow:
     """Each message's stored token count; `None` for the one carrying the summary, which changed it."""
     message_count: int
     """How many messages the archive holds."""
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A path through a session's tree, as `Session.branches()` lists it."""
+
+    tip: str
+    """Opaque id of the branch, for `Session.switch`."""
+    active: bool
+    """Whether this is the path runs continue."""
+    message_count: int
+    """How many messages the path holds, from the start of the session."""
+    forked_at: int | None
+    """The position where it leaves the path it branched from; `None` for the session's first path."""
+    updated_at: datetime
+    """When its last message was stored."""
+    preview: str | None
+    """The start of its last user prompt."""

@@ -74,6 +74,10 @@ class SegmentRow(Base):
     parent_pk: Mapped[int | None] = mapped_column(Key, ForeignKey('segments.pk', ondelete='CASCADE'))
     starts_at: Mapped[int] = mapped_column(Integer)
     """The position of its first message: where it leaves its parent's path (0 for a root)."""
+    head_end: Mapped[int | None] = mapped_column(Integer)
+    """Its path's window head when another path was made active; the session's own columns hold the active one's."""
+    window_start: Mapped[int | None] = mapped_column(Integer)
+    """Its path's window tail start when another path was made active."""
     created_at: Mapped[datetime]
 
 

@@ -20,6 +20,7 @@ from pydantic_ai.usage import RunUsage
 from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability, count_tokens
 
 from ._archive import load_window, store_run
+from ._branches import last_prompt_position, list_branches, rewind, switch
 from ._database import Database
 from ._ids import new_token
 from ._leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
@@ -27,7 +28,7 @@ from ._review import read_history, read_summaries
 from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
 from .errors import StoreError
 from .recall import Recall, recall_toolset
-from .results import StoredSummary
+from .results import Branch, StoredSummary
 
 __all__ = ('Session',)
 
@@ -80,7 +81,42 @@ class Session:
 
     async def run(self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any) -> AgentRunResult[Any]:
         """`agent.run(user_prompt, **kwargs)` through this session; takes what `Agent.run` takes but the history."""
-        async with self._turn(kwargs) as run:
+        return await self._run(agent, user_prompt, kwargs)
+
+    async def regenerate(self, agent: Agent[Any, Any], **kwargs: Any) -> AgentRunResult[Any]:
+        """Answer the last user prompt again: the answer it had stays stored as a branch."""
+        prompt_at = await last_prompt_position(self._database, self.session_id, self.scope)
+        if prompt_at is None:
+            raise ValueError(f'Session {self.session_id!r} has no user prompt to answer again.')
+        return await self._run(agent, None, kwargs, rewind_to=prompt_at + 1)
+
+    async def edit(self, agent: Agent[Any, Any], position: int, prompt: Any, **kwargs: Any) -> AgentRunResult[Any]:
+        """Replace the user prompt at `position` with `prompt` and run from there; what followed stays a branch."""
+        return await self._run(agent, prompt, kwargs, rewind_to=position)
+
+    async def rewind(self, position: int) -> None:
+        """Make the active path its first `position` messages; the rest stays stored as a branch.
+
+        Raises:
+            ValueError: `position` is outside the path, or would separate a tool call from its return.
+            SessionConflict: Another writer changed the session meanwhile (`wait=True` queues instead).
+        """
+        async with self._hold():
+            await rewind(self._database, self.session_id, self.scope, position)
+
+    async def switch(self, tip: str) -> None:
+        """Make the branch `tip` (a `Branch.tip` from `branches()`) the active path; the one left stays a branch."""
+        async with self._hold():
+            await switch(self._database, self.session_id, self.scope, tip)
+
+    async def branches(self) -> list[Branch]:
+        """The session's branches, oldest first: every path ever active, with which one is active now."""
+        return await list_branches(self._database, self.session_id, self.scope)
+
+    async def _run(
+        self, agent: Agent[Any, Any], user_prompt: Any, kwargs: dict[str, Any], *, rewind_to: int | None = None
+    ) -> AgentRunResult[Any]:
+        async with self._turn(kwargs, rewind_to=rewind_to) as run:
             result = await agent.run(user_prompt, **self._agent_kwargs(run, kwargs))
             await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
         return result
@@ -129,19 +165,27 @@ class Session:
         return await read_summaries(self._database, self.session_id, scope=self.scope)
 
     @asynccontextmanager
-    async def _turn(self, kwargs: dict[str, Any]) -> AsyncIterator[_Run]:
-        """One run's hold on the session: the lease if it waits, and the window it starts from."""
+    async def _turn(self, kwargs: dict[str, Any], *, rewind_to: int | None = None) -> AsyncIterator[_Run]:
+        """One run's hold on the session: the lease if it waits, a rewind if asked, and the window it starts from."""
         for name in _RESERVED:
             if name in kwargs:
                 raise TypeError(f'Session runs take their history from the store; do not pass {name}=.')
-        if not self.wait:
+        async with self._hold():
+            if rewind_to is not None:
+                await rewind(self._database, self.session_id, self.scope, rewind_to)
             yield await self._start()
+
+    @asynccontextmanager
+    async def _hold(self) -> AsyncIterator[None]:
+        """The session's lease while a write goes on, if this session waits for others; else nothing."""
+        if not self.wait:
+            yield
             return
         owner = new_token()
         await acquire_lease(self._database, self.session_id, owner, timeout=self.timeout)
         heartbeat = asyncio.create_task(self._keep_lease(owner))
         try:
-            yield await self._start()
+            yield
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

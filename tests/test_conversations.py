@@ -190,18 +190,19 @@ async def test_reading_the_last_messages_is_one_query(store_factory: StoreFactor
         loaded = await conversations.load('long', limit=3)
     assert loaded is not None
     assert loaded.messages == archive[-3:]
-    # One SELECT for the record (the session row and its head entry id), one for the messages.
-    assert len(sent) == 2, sent
+    # One SELECT for the record (the session row and its head entry id), one for the head's path
+    # through the session's tree, one for the messages.
+    assert len(sent) == 3, sent
     assert all(s.lstrip().upper().startswith('SELECT') for s in sent)
     assert 'FROM sessions' in sent[0]
 
-    # The messages are one SELECT whatever the window, and a window is only its rows.
+    # The messages are two SELECTs (the path, then its rows) whatever the window, and a window is only its rows.
     record = await conversations.read_record('long')
     assert record is not None
     for limit in (1, 3, 24, None):
         with statements(store) as sent:
             window = await conversations.read_history(record.head_id, limit=limit)
-        assert len(sent) == 1, sent
+        assert len(sent) == 2, sent
         assert [e.message for e in window] == archive[-limit if limit else 0 :]
     # Against the base class's default, which reads one entry per statement.
     with statements(store) as sent:

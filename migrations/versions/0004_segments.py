@@ -31,6 +31,8 @@ def upgrade() -> None:
         sa.Column('session_pk', Key, sa.ForeignKey('sessions.pk', ondelete='CASCADE'), nullable=False),
         sa.Column('parent_pk', Key, sa.ForeignKey('segments.pk', ondelete='CASCADE'), nullable=True),
         sa.Column('starts_at', sa.Integer, nullable=False),
+        sa.Column('head_end', sa.Integer, nullable=True),
+        sa.Column('window_start', sa.Integer, nullable=True),
         sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     )
     op.create_index('ix_segments_session', 'segments', ['session_pk'])

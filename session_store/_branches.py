@@ -1,0 +1,227 @@
+"""Branching a session: rewind its active path, switch to another branch, list its branches, fork it.
+
+Nothing is deleted: a rewind starts a new segment at the rewind point and leaves the path it left
+as a branch; a switch makes another branch's path active. Each path keeps its own window: a path
+made active resumes from the last summary wholly on it, so no summary of another branch reaches it.
+"""
+
+from __future__ import annotations
+
+from pydantic_ai.messages import UserPromptPart
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from processors import tool_call_ids
+
+from ._codec import decode, now, utc
+from ._database import Database, active_segment, find_session
+from ._ids import new_token
+from ._tree import Span, best_summary, on_path, path_spans, span_at
+from .errors import SessionConflict
+from .results import Branch
+from .rows import MessageRow, SegmentRow, SessionRow
+
+__all__ = ('last_prompt_position', 'list_branches', 'rewind', 'switch')
+
+_PREVIEW = 80
+"""How many characters of a branch's last user prompt `branches()` shows."""
+
+
+async def rewind(database: Database, session_id: str, scope: str | None, position: int) -> None:
+    """Make the active path its first `position` messages; the rest stays stored as a branch.
+
+    Raises:
+        ValueError: `position` is outside the path, or would separate a tool call from its return.
+        SessionConflict: Another writer changed the session meanwhile; nothing changed.
+    """
+
+    async def work(db: AsyncSession) -> None:
+        row = await find_session(db, session_id, scope)
+        if not isinstance(position, int) or not 0 <= position <= row.message_count:
+            raise ValueError(f'position must be 0 to {row.message_count} (the active path length); got {position!r}.')
+        if position == row.message_count:
+            return
+        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
+        await _check_pair_safe(db, session_id, spans, position)
+        parent = span_at(spans, position - 1).segment_pk if position > 0 else None
+        await _leave_path(db, row)
+        segment_pk = await db.scalar(
+            insert(SegmentRow)
+            .values(session_pk=row.pk, parent_pk=parent, starts_at=position, created_at=now())
+            .returning(SegmentRow.pk)
+        )
+        assert segment_pk is not None
+        head_end = min(row.head_end, position)
+        if row.window_start <= position:  # the window the path had still fits the part kept
+            window_start = row.window_start
+        else:
+            kept = [
+                Span(span.segment_pk, span.start, min(span.end, position)) for span in spans if span.start < position
+            ]
+            window_start = await _resumed_tail(db, kept, head_end)
+        await _activate(db, row, int(segment_pk), position, head_end, window_start)
+
+    await database.write(session_id, work)
+
+
+async def switch(database: Database, session_id: str, scope: str | None, tip: str) -> None:
+    """Make the branch `tip` (from `list_branches`) the active path; the path left stays a branch.
+
+    Raises:
+        ValueError: The session has no branch `tip`.
+        SessionConflict: Another writer changed the session meanwhile; nothing changed.
+    """
+
+    async def work(db: AsyncSession) -> None:
+        row = await find_session(db, session_id, scope)
+        target = await db.scalar(
+            select(SegmentRow).where(SegmentRow.session_pk == row.pk, SegmentRow.pk == _segment_key(tip))
+        )
+        if target is None:
+            raise ValueError(f'Session {session_id!r} has no branch {tip!r}; see its branches().')
+        if target.pk == row.active_segment_pk:
+            return
+        own = await db.scalar(select(func.count()).where(MessageRow.segment_pk == target.pk)) or 0
+        length = target.starts_at + own
+        await _leave_path(db, row)
+        if target.head_end is not None and target.window_start is not None:
+            head_end, window_start = target.head_end, target.window_start
+        else:  # never active since it was made: its window starts at its best summary
+            head_end = min(row.head_end, length)
+            window_start = await _resumed_tail(db, await path_spans(db, row.pk, target.pk, length), head_end)
+        await _activate(db, row, target.pk, length, head_end, window_start)
+
+    await database.write(session_id, work)
+
+
+async def list_branches(database: Database, session_id: str, scope: str | None) -> list[Branch]:
+    """Every path of the session that ends in a segment's last message, oldest branch first."""
+    async with database.read() as db:
+        row = await find_session(db, session_id, scope)
+        own = (
+            select(MessageRow.segment_pk, func.count().label('count'), func.max(MessageRow.created_at).label('last'))
+            .group_by(MessageRow.segment_pk)
+            .subquery()
+        )
+        segments = (
+            await db.execute(
+                select(SegmentRow, own.c.count, own.c.last)
+                .outerjoin(own, own.c.segment_pk == SegmentRow.pk)
+                .where(SegmentRow.session_pk == row.pk)
+                .order_by(SegmentRow.pk)
+            )
+        ).all()
+        branches = []
+        for segment, count, last in segments:
+            length = segment.starts_at + (count or 0)
+            spans = await path_spans(db, row.pk, segment.pk, length)
+            branches.append(
+                Branch(
+                    tip=str(segment.pk),
+                    active=segment.pk == row.active_segment_pk,
+                    message_count=length,
+                    forked_at=None if segment.parent_pk is None else segment.starts_at,
+                    updated_at=utc(last if last is not None else segment.created_at),
+                    preview=_preview(await _last_prompt(db, session_id, spans)),
+                )
+            )
+    return branches
+
+
+def _preview(prompt: tuple[int, str] | None) -> str | None:
+    if prompt is None:
+        return None
+    text = prompt[1]
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + '…'
+
+
+def _segment_key(tip: str) -> int:
+    if not isinstance(tip, str) or not tip.isdigit():
+        raise ValueError(f'A branch tip is the id branches() gives, a string of digits; got {tip!r}.')
+    return int(tip)
+
+
+async def _check_pair_safe(db: AsyncSession, session_id: str, spans: list[Span], position: int) -> None:
+    """Refuse a cut at `position` that would leave a tool call on one side and its return on the other."""
+    query = on_path(select(MessageRow.position, MessageRow.payload), spans, (0, spans[-1].end))
+    before: set[str] = set()
+    after: set[str] = set()
+    for at, payload in (await db.execute(query)).all():
+        (before if at < position else after).update(tool_call_ids(decode(session_id, at, payload)))
+    split = sorted(before & after)
+    if split:
+        raise ValueError(
+            f'Rewinding to position {position} would separate tool call {split[0]!r} from its return; '
+            'rewind to a position between turns, or just before an answer.'
+        )
+
+
+async def _leave_path(db: AsyncSession, row: SessionRow) -> None:
+    """Keep the active path's window on its segment, so switching back resumes it as it was.
+
+    A segment left before any message reached it (a rewind nobody ran from) holds nothing and is
+    nobody's parent: it goes, rather than listing an empty branch.
+    """
+    segment_pk = active_segment(row)
+    if await db.scalar(select(func.count()).where(MessageRow.segment_pk == segment_pk)):
+        await db.execute(
+            update(SegmentRow)
+            .where(SegmentRow.pk == segment_pk)
+            .values(head_end=row.head_end, window_start=row.window_start)
+        )
+    else:
+        await db.execute(delete(SegmentRow).where(SegmentRow.pk == segment_pk))
+
+
+async def _resumed_tail(db: AsyncSession, spans: list[Span], head_end: int) -> int:
+    """Where a path's tail starts when its window is rebuilt: after the last summary wholly on it, else the head."""
+    summary = await best_summary(db, spans)
+    return head_end if summary is None else max(head_end, summary.covers_to)
+
+
+async def _activate(
+    db: AsyncSession, row: SessionRow, segment_pk: int, length: int, head_end: int, window_start: int
+) -> None:
+    moved = await db.execute(
+        update(SessionRow)
+        .where(SessionRow.pk == row.pk, SessionRow.revision == row.revision)
+        .values(
+            active_segment_pk=segment_pk,
+            message_count=length,
+            head_end=head_end,
+            window_start=window_start,
+            revision=new_token(),
+            updated_at=now(),
+        )
+    )
+    if moved.rowcount != 1:  # type: ignore[attr-defined]
+        raise SessionConflict(row.session_id)
+
+
+async def last_prompt_position(database: Database, session_id: str, scope: str | None) -> int | None:
+    """The position of the last user prompt on the active path; `None` if it has none."""
+    async with database.read() as db:
+        row = await find_session(db, session_id, scope)
+        found = await _last_prompt(db, session_id, await path_spans(db, row.pk, active_segment(row), row.message_count))
+    return None if found is None else found[0]
+
+
+async def _last_prompt(db: AsyncSession, session_id: str, spans: list[Span]) -> tuple[int, str] | None:
+    """The last user prompt on the path: its position and its text, flattened."""
+    for span in reversed(spans):
+        rows = await db.execute(
+            select(MessageRow.position, MessageRow.payload)
+            .where(
+                MessageRow.segment_pk == span.segment_pk,
+                MessageRow.position >= span.start,
+                MessageRow.position < span.end,
+                MessageRow.kind == 'request',
+            )
+            .order_by(MessageRow.position.desc())
+        )
+        for at, payload in rows:
+            for part in reversed(decode(session_id, at, payload).parts):
+                if isinstance(part, UserPromptPart):
+                    text = part.content if isinstance(part.content, str) else ' '.join(map(str, part.content))
+                    return at, ' '.join(text.split())
+    return None

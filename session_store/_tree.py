@@ -1,0 +1,97 @@
+"""Paths through a session's tree of segments: which segment holds which positions, and reads along a path.
+
+A path is read as one range scan per segment it crosses, so its cost grows with the number of branch
+points on it, never with the size of the tree or the archive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVarTuple
+
+from sqlalchemy import ColumnElement, CompoundSelect, Select, and_, desc, or_, select, union_all
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from .rows import MessageRow, SegmentRow, SummaryRow
+
+Ts = TypeVarTuple('Ts')
+
+__all__ = ('Segments', 'Span', 'best_summary', 'on_path', 'path_spans', 'span_at', 'spans_of')
+
+
+@dataclass(frozen=True)
+class Span:
+    """The positions `[start, end)` of a path that one segment holds."""
+
+    segment_pk: int
+    start: int
+    end: int
+
+
+Segments = dict[int, tuple[int | None, int]]
+"""A session's segments: each one's parent and the position it starts at."""
+
+
+async def path_spans(db: AsyncSession, session_pk: int, segment_pk: int, length: int) -> list[Span]:
+    """The first `length` positions of the path ending in `segment_pk`, as spans from the root on."""
+    rows = (
+        await db.execute(
+            select(SegmentRow.pk, SegmentRow.parent_pk, SegmentRow.starts_at).where(SegmentRow.session_pk == session_pk)
+        )
+    ).all()
+    return spans_of({pk: (parent, starts_at) for pk, parent, starts_at in rows}, segment_pk, length)
+
+
+def spans_of(segments: Segments, segment_pk: int, length: int) -> list[Span]:
+    """The first `length` positions of the path ending in `segment_pk`, given the session's segments."""
+    spans: list[Span] = []
+    end, current = length, segment_pk
+    while True:
+        parent, starts_at = segments[current]
+        if end > starts_at or not spans:
+            spans.append(Span(current, starts_at, end))
+        if parent is None:
+            break
+        end, current = min(end, starts_at), parent
+    return spans[::-1]
+
+
+def span_at(spans: Sequence[Span], position: int) -> Span:
+    """The span holding `position`."""
+    for span in spans:
+        if span.start <= position < span.end:
+            return span
+    raise IndexError(position)
+
+
+def on_path(query: Select[*Ts], spans: Sequence[Span], *ranges: tuple[int, int]) -> Select[*Ts] | CompoundSelect[*Ts]:
+    """`query` over `messages` at the path's positions in `ranges` (each `[start, end)`), in position order.
+
+    One range scan per span and range, unioned: each stays on the (segment, position) index, which
+    one OR'd condition would not.
+    """
+    parts = [
+        query.where(
+            MessageRow.segment_pk == span.segment_pk,
+            MessageRow.position >= max(start, span.start),
+            MessageRow.position < min(end, span.end),
+        )
+        for start, end in ranges
+        for span in spans
+        if max(start, span.start) < min(end, span.end)
+    ]
+    if len(parts) > 1:
+        return union_all(*parts).order_by('position')
+    return (parts[0] if parts else query.where(MessageRow.position < 0)).order_by(MessageRow.position)
+
+
+def usable_summaries(spans: Sequence[Span]) -> ColumnElement[bool]:
+    """Summaries whose covered messages all lie on the path: made on one of its segments, ending before it leaves."""
+    return or_(*(and_(SummaryRow.segment_pk == span.segment_pk, SummaryRow.covers_to <= span.end) for span in spans))
+
+
+async def best_summary(db: AsyncSession, spans: Sequence[Span]) -> SummaryRow | None:
+    """The summary a window on the path starts from: of those wholly on it, the one covering the most."""
+    query = select(SummaryRow).where(usable_summaries(spans)).order_by(desc(SummaryRow.covers_to), desc(SummaryRow.pk))
+    return await db.scalar(query.limit(1))

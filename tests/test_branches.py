@@ -1,0 +1,147 @@
+"""Conversations as trees: rewind, regenerate, switch and restart, each branch with its own summary chain."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import pairwise
+
+import pytest
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import FunctionModel
+
+from processors import SummarizationProcessor
+from session_store import Session, SessionConflict, SessionStore
+from session_store._archive import load_window, store_run
+from session_store._run_state import RunRecord
+from testkit.scripted import MARKER, NEW_MESSAGES, ParallelToolAssistant, RecordingSummarizer, scripted_agent
+
+StoreFactory = Callable[..., SessionStore]
+
+
+def summarizing(summarizer: RecordingSummarizer) -> SummarizationProcessor:
+    return SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 20), keep=('messages', 6))
+
+
+def turns_seen(messages: Sequence[ModelMessage]) -> set[int]:
+    """The turn numbers whose markers (`M<turn>...`) the messages carry."""
+    return {int(marker[1:].split('-')[0]) for marker in MARKER.findall(' '.join(map(str, messages)))}
+
+
+async def converse(session: Session, assistant: ParallelToolAssistant, turns: range) -> list[ModelMessage]:
+    agent = scripted_agent(assistant)
+    made: list[ModelMessage] = []
+    for turn in turns:
+        made += (await session.run(agent, f'Turn M{turn}')).new_messages()
+    return made
+
+
+async def test_each_branch_sees_only_its_own_path_and_summaries(store_factory: StoreFactory) -> None:
+    summarizer = RecordingSummarizer()
+    store = store_factory(processor=summarizing(summarizer))
+    session = await store.session('tree')
+    assistant = ParallelToolAssistant()
+    path_a = await converse(session, assistant, range(16))
+    chain_a = await store.summaries('tree')
+    assert len(chain_a) >= 3
+
+    # Rewind to the start of turn 8: turns 8-15 stay stored, as a branch.
+    fork = 4 * 8
+    await session.rewind(fork)
+    assert await session.history() == path_a[:fork]
+    a_only = {summary.text for summary in chain_a if summary.covers_to > fork}
+    assert a_only, 'some summaries of the first branch covered what the rewind left behind'
+
+    assistant.requests.clear()
+    summarizer.inputs.clear()
+    path_b = path_a[:fork] + await converse(session, assistant, range(100, 110))
+    for request in assistant.requests:
+        assert not turns_seen(request) & set(range(8, 16)), 'a request on the new branch saw the branch it left'
+        assert not {text for text in a_only if text in str(request)}, 'a summary of the other branch leaked'
+    for prompt in summarizer.inputs:
+        assert not turns_seen([prompt]) & set(range(8, 16))  # type: ignore[list-item]
+    summarized = [set(MARKER.findall(block)) for prompt in summarizer.inputs for block in NEW_MESSAGES.findall(prompt)]
+    assert all(not (a & b) for i, a in enumerate(summarized) for b in summarized[i + 1 :]), 'a message summarized twice'
+    assert await session.history() == path_b
+    chain_b = await store.summaries('tree')
+    assert all(b.covers_from == a.covers_to for a, b in pairwise(chain_b))
+    assert not {summary.text for summary in chain_b} & a_only
+
+    # Regenerate the last answer: the old one stays a branch.
+    agent = scripted_agent(assistant)
+    regenerated = await session.regenerate(agent)
+    last_prompt = 4 * (8 + 9)
+    path_b2 = path_b[: last_prompt + 1] + regenerated.new_messages()
+    assert await session.history() == path_b2
+    await store.close()
+
+    # Restart: a new store finds the three branches, switches back to the first and carries on.
+    summarizer_2 = RecordingSummarizer()
+    store_2 = store_factory(processor=summarizing(summarizer_2))
+    session_2 = await store_2.session('tree')
+    assert await session_2.history() == path_b2
+    branches = await session_2.branches()
+    assert len(branches) == 3
+    assert [b.active for b in branches] == [False, False, True]
+    first = next(b for b in branches if b.forked_at is None)
+    assert first.message_count == len(path_a) and first.preview == 'Turn M15'
+    assert {b.forked_at for b in branches} == {None, fork, last_prompt + 1}
+
+    await session_2.switch(first.tip)
+    assert await session_2.history() == path_a
+    assert await store_2.summaries('tree') == chain_a
+    window = await session_2.context()
+    assert not turns_seen(window) & set(range(100, 110))
+
+    assistant_2 = ParallelToolAssistant()
+    path_a2 = path_a + await converse(session_2, assistant_2, range(200, 212))
+    for request in assistant_2.requests:
+        assert not turns_seen(request) & set(range(100, 110)), 'a request on the first branch saw another branch'
+    for prompt in summarizer_2.inputs:
+        assert not turns_seen([prompt]) & set(range(100, 110))  # type: ignore[list-item]
+    assert await session_2.history() == path_a2
+    assert len(await session_2.branches()) == 3
+
+
+async def test_a_rewind_must_not_split_a_tool_call_from_its_return(store_factory: StoreFactory) -> None:
+    async with store_factory() as store:
+        session = await store.session('s')
+        await converse(session, ParallelToolAssistant(), range(2))
+        before = await session.history()
+        with pytest.raises(ValueError, match=r"position 2 would separate tool call '.*' from its return"):
+            await session.rewind(2)  # between the calls (position 1) and their returns (position 2)
+        with pytest.raises(ValueError, match='position must be 0 to 8'):
+            await session.rewind(9)
+        with pytest.raises(ValueError, match="no branch '12345'"):
+            await session.switch('12345')
+        assert await session.history() == before
+        assert len(await session.branches()) == 1
+
+
+async def test_a_run_that_read_the_window_before_a_rewind_stores_nothing(store_factory: StoreFactory) -> None:
+    async with store_factory() as store:
+        session = await store.session('s')
+        await converse(session, ParallelToolAssistant(), range(2))
+        loaded = await load_window(store._database, 's', None, session.processor)
+        await session.rewind(4)
+        record = RunRecord(
+            messages=[],
+            tokens=[],
+            head_end=0,
+            window_start=0,
+            summaries=[],
+            usage=loaded.usage,
+            deferred_tool_requests=None,
+        )
+        with pytest.raises(SessionConflict):
+            await store_run(store._database, 's', loaded, record)
+        assert len(await session.history()) == 4
+        assert [b.message_count for b in await session.branches()] == [8, 4]
+        # Nothing ran from the rewind, so its branch holds no message of its own: leaving it (another
+        # rewind, then a switch) drops it rather than listing a copy of a prefix.
+        await session.rewind(0)
+        assert await session.history() == []
+        assert [(b.message_count, b.active) for b in await session.branches()] == [(8, False), (0, True)]
+        first = (await session.branches())[0]
+        await session.switch(first.tip)
+        assert [(b.message_count, b.active) for b in await session.branches()] == [(8, True)]
+        assert len(await session.history()) == 8
