@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import String, cast, delete, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,12 +22,13 @@ from ._codec import decode, dump_message, dump_usage, load_usage, now
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
 from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
-from ._tree import best_summary, on_path, path_spans
+from ._tree import Span, best_summary, on_path, path_spans
 from .errors import SessionConflict
 from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = (
     'add_root_segment',
+    'copy_path',
     'delete_session',
     'insert_messages',
     'insert_summary',
@@ -190,7 +191,7 @@ async def load_window(
         row = await find_session(db, session_id, scope)
         segment_pk = active_segment(row)
         spans = await path_spans(db, row.pk, segment_pk, row.message_count)
-        summary = await best_summary(db, spans)
+        summary = await best_summary(db, spans, ending_by=row.window_start)
         # Range scans along the active path: the head (at least the first message, for its system
         # prompt) and the tail; the archive between them is not read.
         head_end = min(max(row.head_end, 1), row.window_start)
@@ -258,3 +259,26 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
             previous = await insert_summary(db, loaded.session_pk, loaded.segment_pk, previous, summary, now())
 
     await database.write(session_id, append)
+
+
+async def copy_path(db: AsyncSession, spans: Sequence[Span], end: int, session_pk: int, segment_pk: int) -> int:
+    """Copy the path's messages below `end` into a session's segment, at the same positions; how many were copied.
+
+    One INSERT ... SELECT, so the payloads never leave the database. Copies keep their payload, text,
+    token count and timestamp, and get entry ids `<fresh token>-<position>`: unique, because the token is new.
+    """
+    copy = select(
+        literal(session_pk),
+        literal(segment_pk),
+        MessageRow.position,
+        literal(new_token() + '-', String) + cast(MessageRow.position, String),
+        MessageRow.run_id,
+        MessageRow.kind,
+        MessageRow.payload,
+        MessageRow.text,
+        MessageRow.tokens,
+        MessageRow.created_at,
+    ).select_from(MessageRow)
+    columns = ['session_pk', 'segment_pk', 'position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens']
+    copied = await db.execute(insert(MessageRow).from_select([*columns, 'created_at'], on_path(copy, spans, (0, end))))
+    return int(copied.rowcount)  # type: ignore[attr-defined]

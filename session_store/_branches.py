@@ -9,19 +9,22 @@ from __future__ import annotations
 
 from pydantic_ai.messages import UserPromptPart
 from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import tool_call_ids
 
-from ._codec import decode, now, utc
+from ._archive import add_root_segment, copy_path, insert_summary, new_session_row
+from ._codec import decode, load_usage, now, utc
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
-from ._tree import Span, best_summary, on_path, path_spans, span_at
+from ._run_state import NewSummary
+from ._tree import Span, best_summary, on_path, path_spans, span_at, summary_chain_on, truncated
 from .errors import SessionConflict
 from .results import Branch
 from .rows import MessageRow, SegmentRow, SessionRow
 
-__all__ = ('last_prompt_position', 'list_branches', 'rewind', 'switch')
+__all__ = ('fork', 'last_prompt_position', 'list_branches', 'rewind', 'switch')
 
 _PREVIEW = 80
 """How many characters of a branch's last user prompt `branches()` shows."""
@@ -52,13 +55,10 @@ async def rewind(database: Database, session_id: str, scope: str | None, positio
         )
         assert segment_pk is not None
         head_end = min(row.head_end, position)
-        if row.window_start <= position:  # the window the path had still fits the part kept
+        if row.window_start < position:  # the window the path had still fits the part kept, and leaves it a tail
             window_start = row.window_start
         else:
-            kept = [
-                Span(span.segment_pk, span.start, min(span.end, position)) for span in spans if span.start < position
-            ]
-            window_start = await _resumed_tail(db, kept, head_end)
+            window_start = await _resumed_tail(db, truncated(spans, position), head_end)
         await _activate(db, row, int(segment_pk), position, head_end, window_start)
 
     await database.write(session_id, work)
@@ -92,6 +92,67 @@ async def switch(database: Database, session_id: str, scope: str | None, tip: st
         await _activate(db, row, target.pk, length, head_end, window_start)
 
     await database.write(session_id, work)
+
+
+async def fork(
+    database: Database, session_id: str, scope: str | None, at: int, new_session_id: str, new_scope: str | None
+) -> str | None:
+    """A new session whose path is the first `at` messages of this one's active path, with their summaries.
+
+    Returns the fork's scope: `new_scope`, else the source's.
+
+    The messages are copied (the new session then lives on its own: deleting either leaves the other
+    whole), and so is every summary wholly inside them, so the fork's window resumes where the source's
+    would have at `at`, without calling the summarizer.
+
+    Raises:
+        ValueError: `at` is outside the active path, or would separate a tool call from its return.
+        SessionConflict: `new_session_id` is taken.
+    """
+
+    async def work(db: AsyncSession) -> str | None:
+        row = await find_session(db, session_id, scope)
+        if not isinstance(at, int) or not 0 <= at <= row.message_count:
+            raise ValueError(f'at must be 0 to {row.message_count} (the active path length); got {at!r}.')
+        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
+        if at < row.message_count:
+            await _check_pair_safe(db, session_id, spans, at)
+        kept = truncated(spans, at)
+        head_end = min(row.head_end, at)
+        window_start = row.window_start if row.window_start < at else await _resumed_tail(db, kept, head_end)
+        chain = await summary_chain_on(db, row.pk, kept, ending_by=window_start)
+        fork_scope = new_scope if new_scope is not None else row.scope
+        copy = new_session_row(
+            new_session_id,
+            fork_scope,
+            message_count=at,
+            head_end=head_end,
+            window_start=window_start,
+            metadata=dict(row.metadata_),
+        )
+        db.add(copy)
+        try:
+            await db.flush()
+        except IntegrityError:
+            raise SessionConflict(
+                new_session_id, 'already exists', advice='Fork into another id, or delete that session first.'
+            ) from None
+        segment_pk = await add_root_segment(db, copy.pk)
+        await copy_path(db, kept, at, copy.pk, segment_pk)
+        previous: int | None = None
+        for summary in chain:
+            made = NewSummary(
+                summary.covers_from,
+                summary.covers_to,
+                summary.text,
+                summary.tokens,
+                summary.model_name,
+                load_usage(summary.usage),
+            )
+            previous = await insert_summary(db, copy.pk, segment_pk, previous, made, summary.created_at)
+        return fork_scope
+
+    return await database.write(new_session_id, work)
 
 
 async def list_branches(database: Database, session_id: str, scope: str | None) -> list[Branch]:
@@ -174,8 +235,12 @@ async def _leave_path(db: AsyncSession, row: SessionRow) -> None:
 
 
 async def _resumed_tail(db: AsyncSession, spans: list[Span], head_end: int) -> int:
-    """Where a path's tail starts when its window is rebuilt: after the last summary wholly on it, else the head."""
-    summary = await best_summary(db, spans)
+    """Where a path's tail starts when its window is rebuilt: after the last summary wholly on it, else the head.
+
+    The summary must leave a tail (it ends before the path does): the summary rides in the tail's first
+    request, and a window without a tail would drop it.
+    """
+    summary = await best_summary(db, spans, ending_by=spans[-1].end - 1) if spans else None
     return head_end if summary is None else max(head_end, summary.covers_to)
 
 

@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import decode, load_usage, utc
 from ._database import Database, active_segment, find_session
-from ._tree import best_summary, on_path, path_spans
+from ._tree import on_path, path_spans, summary_chain_on
 from .results import SessionInfo, StoredSummary
 from .rows import MessageRow, SessionRow, SummaryRow
 
@@ -61,15 +61,8 @@ async def read_summaries(database: Database, session_id: str, *, scope: str | No
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
-        latest = await best_summary(db, spans)
-        rows = await _summary_rows(db, row.pk)
-    by_pk = {summary.pk: summary for summary in rows}
-    links: list[SummaryRow] = []
-    link = None if latest is None else by_pk[latest.pk]
-    while link is not None:
-        links.append(link)
-        link = None if link.previous_pk is None else by_pk.get(link.previous_pk)
-    return [_stored(index, summary) for index, summary in enumerate(reversed(links))]
+        chain = await summary_chain_on(db, row.pk, spans, ending_by=row.window_start)
+    return [_stored(index, summary) for index, summary in enumerate(chain)]
 
 
 async def summary_chain(db: AsyncSession, session_pk: int) -> list[StoredSummary]:

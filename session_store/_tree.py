@@ -10,14 +10,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVarTuple
 
-from sqlalchemy import ColumnElement, CompoundSelect, Select, and_, desc, or_, select, union_all
+from sqlalchemy import ColumnElement, CompoundSelect, Select, and_, desc, false, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .rows import MessageRow, SegmentRow, SummaryRow
 
 Ts = TypeVarTuple('Ts')
 
-__all__ = ('Segments', 'Span', 'best_summary', 'on_path', 'path_spans', 'span_at', 'spans_of')
+__all__ = (
+    'Segments',
+    'Span',
+    'best_summary',
+    'on_path',
+    'path_spans',
+    'span_at',
+    'spans_of',
+    'summary_chain_on',
+    'truncated',
+)
 
 
 @dataclass(frozen=True)
@@ -88,10 +98,38 @@ def on_path(query: Select[*Ts], spans: Sequence[Span], *ranges: tuple[int, int])
 
 def usable_summaries(spans: Sequence[Span]) -> ColumnElement[bool]:
     """Summaries whose covered messages all lie on the path: made on one of its segments, ending before it leaves."""
-    return or_(*(and_(SummaryRow.segment_pk == span.segment_pk, SummaryRow.covers_to <= span.end) for span in spans))
+    return or_(
+        false(), *(and_(SummaryRow.segment_pk == span.segment_pk, SummaryRow.covers_to <= span.end) for span in spans)
+    )
 
 
-async def best_summary(db: AsyncSession, spans: Sequence[Span]) -> SummaryRow | None:
-    """The summary a window on the path starts from: of those wholly on it, the one covering the most."""
-    query = select(SummaryRow).where(usable_summaries(spans)).order_by(desc(SummaryRow.covers_to), desc(SummaryRow.pk))
+async def best_summary(db: AsyncSession, spans: Sequence[Span], *, ending_by: int) -> SummaryRow | None:
+    """The summary a window on the path starts from: of those wholly on it, ending by `ending_by`, the widest."""
+    query = (
+        select(SummaryRow)
+        .where(usable_summaries(spans), SummaryRow.covers_to <= ending_by)
+        .order_by(desc(SummaryRow.covers_to), desc(SummaryRow.pk))
+    )
     return await db.scalar(query.limit(1))
+
+
+async def summary_chain_on(
+    db: AsyncSession, session_pk: int, spans: Sequence[Span], *, ending_by: int
+) -> list[SummaryRow]:
+    """The summary chain a window on the path builds on, oldest first: its best summary and those it extends."""
+    latest = await best_summary(db, spans, ending_by=ending_by)
+    if latest is None:
+        return []
+    rows = (await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == session_pk))).all()
+    by_pk = {summary.pk: summary for summary in rows}
+    links: list[SummaryRow] = []
+    link: SummaryRow | None = by_pk[latest.pk]
+    while link is not None:
+        links.append(link)
+        link = None if link.previous_pk is None else by_pk.get(link.previous_pk)
+    return links[::-1]
+
+
+def truncated(spans: Sequence[Span], length: int) -> list[Span]:
+    """The spans of the path's first `length` positions."""
+    return [Span(span.segment_pk, span.start, min(span.end, length)) for span in spans if span.start < length]

@@ -30,14 +30,14 @@ import pydantic
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import DeferredToolRequests
-from sqlalchemy import Row, Select, String, and_, case, cast, delete, func, insert, literal, select, update
+from sqlalchemy import Row, Select, and_, case, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from processors import TokenCounter, count_tokens
 
-from ._archive import add_root_segment, insert_messages
+from ._archive import add_root_segment, copy_path, insert_messages
 from ._codec import decode, dump_usage, load_usage, now, utc
 from ._database import Database
 from ._ids import check_id, new_token
@@ -396,12 +396,7 @@ def _record_columns(record: ConversationRecord) -> dict[str, Any]:
 
 
 async def _copy_history(db: AsyncSession, head_id: str, session_pk: int, segment_pk: int) -> int:
-    """Copy the messages up to and including entry `head_id` into a session's segment; how many were copied.
-
-    One INSERT ... SELECT along the head's path, so the payloads never leave the database. Copies
-    keep their position, payload, text, token count and timestamp, and get ids
-    `<fresh token>-<position>`: unique, because the token is new.
-    """
+    """Copy the messages up to and including entry `head_id` into a session's segment; how many were copied."""
     head = (
         await db.execute(
             select(MessageRow.session_pk, MessageRow.segment_pk, MessageRow.position).where(
@@ -412,37 +407,7 @@ async def _copy_history(db: AsyncSession, head_id: str, session_pk: int, segment
     if head is None:
         return 0
     spans = await path_spans(db, head.session_pk, head.segment_pk, head.position + 1)
-    prefix = new_token() + '-'
-    copy = select(
-        literal(session_pk),
-        literal(segment_pk),
-        MessageRow.position,
-        literal(prefix, String) + cast(MessageRow.position, String),
-        MessageRow.run_id,
-        MessageRow.kind,
-        MessageRow.payload,
-        MessageRow.text,
-        MessageRow.tokens,
-        MessageRow.created_at,
-    ).select_from(MessageRow)
-    copied = await db.execute(
-        insert(MessageRow).from_select(
-            [
-                'session_pk',
-                'segment_pk',
-                'position',
-                'entry_id',
-                'run_id',
-                'kind',
-                'payload',
-                'text',
-                'tokens',
-                'created_at',
-            ],
-            on_path(copy, spans, (0, head.position + 1)),
-        )
-    )
-    return int(copied.rowcount)  # type: ignore[attr-defined]
+    return await copy_path(db, spans, head.position + 1, session_pk, segment_pk)
 
 
 async def _path_entry(db: AsyncSession, segment_pk: int, position: int) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any
 import pydantic
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -35,9 +35,9 @@ from ._database import Database, active_segment, find_session
 from ._ids import check_id
 from ._review import summary_chain
 from ._run_state import NewSummary
-from .errors import SessionConflict
+from .errors import SessionConflict, StoreError
 from .results import StoredSummary
-from .rows import MessageRow
+from .rows import MessageRow, SegmentRow
 
 __all__ = ('FORMAT', 'ExportError', 'SessionExport')
 
@@ -245,9 +245,19 @@ class _Reader:
 
 
 async def read_export(database: Database, session_id: str, scope: str | None) -> SessionExport:
-    """The session as a document, read in one transaction."""
+    """The session as a document, read in one transaction.
+
+    Raises:
+        StoreError: The session has branches, which this format can't hold: an export is whole or refused.
+    """
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
+        branches = await db.scalar(select(func.count()).where(SegmentRow.session_pk == row.pk)) or 0
+        if branches > 1:
+            raise StoreError(
+                f'Session {session_id!r} has {branches} branches, and export format {FORMAT} holds one path; '
+                'nothing was exported. Fork the branch you want into a session of its own (store.fork) and export that.'
+            )
         rows = (
             await db.execute(
                 select(MessageRow.position, MessageRow.payload, MessageRow.tokens)

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from processors import SlidingWindowProcessor
 
 from ._archive import delete_session, load_window, open_session
+from ._branches import fork
 from ._database import Database
 from ._engine import DEFAULT_URL, database_url
 from ._ids import check_id
@@ -185,6 +186,31 @@ class SessionStore:
     async def delete(self, session_id: str, *, scope: str | None = None) -> None:
         """Delete a session with its archive and summaries. Under `scope`, only one saved with it."""
         await delete_session(self._database, session_id, scope)
+
+    async def fork(
+        self,
+        session_id: str,
+        *,
+        at: int,
+        new_session_id: str,
+        scope: str | None = None,
+        new_scope: str | None = None,
+    ) -> Session:
+        """A new session starting from the first `at` messages of `session_id`'s active path; returns it open.
+
+        The fork gets copies of those messages and of the summary chain a window over them builds on, so
+        its first run resumes from a stored summary, without calling the summarizer.
+        `new_scope` defaults to the source's scope.
+
+        Raises:
+            ValueError: `at` is outside the path, or would separate a tool call from its return.
+            SessionConflict: `new_session_id` is taken.
+        """
+        check_id(new_session_id, 'new_session_id')
+        if new_scope is not None:
+            check_id(new_scope, 'new_scope')
+        fork_scope = await fork(self._database, session_id, scope, at, new_session_id, new_scope)
+        return await self.session(new_session_id, scope=fork_scope)
 
     async def export(self, session_id: str, *, scope: str | None = None) -> SessionExport:
         """The whole session as a document: messages, token counts, summary chain and window.

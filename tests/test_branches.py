@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
-from session_store import Session, SessionConflict, SessionStore
+from session_store import Session, SessionConflict, SessionStore, StoreError
 from session_store._archive import load_window, store_run
 from session_store._run_state import RunRecord
 from testkit.scripted import MARKER, NEW_MESSAGES, ParallelToolAssistant, RecordingSummarizer, scripted_agent
@@ -52,14 +52,17 @@ async def test_each_branch_sees_only_its_own_path_and_summaries(store_factory: S
     assert a_only, 'some summaries of the first branch covered what the rewind left behind'
 
     assistant.requests.clear()
-    summarizer.inputs.clear()
+    made_on_a = len(summarizer.inputs)  # summaries are numbered on: texts stay distinct across branches
     path_b = path_a[:fork] + await converse(session, assistant, range(100, 110))
     for request in assistant.requests:
         assert not turns_seen(request) & set(range(8, 16)), 'a request on the new branch saw the branch it left'
         assert not {text for text in a_only if text in str(request)}, 'a summary of the other branch leaked'
-    for prompt in summarizer.inputs:
+    made_on_b = summarizer.inputs[made_on_a:]
+    assert made_on_b, 'the new branch was summarized too'
+    for prompt in made_on_b:
         assert not turns_seen([prompt]) & set(range(8, 16))  # type: ignore[list-item]
-    summarized = [set(MARKER.findall(block)) for prompt in summarizer.inputs for block in NEW_MESSAGES.findall(prompt)]
+        assert not {text for text in a_only if text in prompt}, 'a summary of the other branch was extended'
+    summarized = [set(MARKER.findall(block)) for prompt in made_on_b for block in NEW_MESSAGES.findall(prompt)]
     assert all(not (a & b) for i, a in enumerate(summarized) for b in summarized[i + 1 :]), 'a message summarized twice'
     assert await session.history() == path_b
     chain_b = await store.summaries('tree')
@@ -145,3 +148,47 @@ async def test_a_run_that_read_the_window_before_a_rewind_stores_nothing(store_f
         await session.switch(first.tip)
         assert [(b.message_count, b.active) for b in await session.branches()] == [(8, True)]
         assert len(await session.history()) == 8
+
+
+async def test_a_fork_starts_from_the_summary_its_source_had_there(
+    store_factory: StoreFactory, new_database: Callable[[], str]
+) -> None:
+    summarizer = RecordingSummarizer()
+    async with store_factory(processor=summarizing(summarizer)) as store:
+        session = await store.session('source', scope='team')
+        path = await converse(session, ParallelToolAssistant(), range(12))
+        chain = await store.summaries('source')
+        calls = len(summarizer.inputs)
+        fork = await store.fork('source', at=32, new_session_id='copy')
+        assert fork.scope == 'team' and await fork.history() == path[:32]
+        # Every summary ending before 32: one ending at 32 would leave the window no tail to ride in.
+        kept = [summary for summary in chain if summary.covers_to < 32]
+        assert len(kept) == 1 < len(chain)
+        assert [(s.covers_from, s.covers_to, s.text) for s in await fork.summaries()] == [
+            (s.covers_from, s.covers_to, s.text) for s in kept
+        ]
+        window = await fork.context()
+        assert kept[-1].text in str(window)
+        assert len(summarizer.inputs) == calls, 'forking calls no summarizer'
+        # Each lives on its own: deleting the source leaves the fork whole, and the fork runs on.
+        await store.delete('source')
+        assert await fork.history() == path[:32]
+        await converse(fork, ParallelToolAssistant(), range(50, 52))
+        assert len(await fork.history()) == 40
+        with pytest.raises(SessionConflict, match="'copy' already exists"):
+            await store.fork('copy', at=0, new_session_id='copy')
+        with pytest.raises(ValueError, match='would separate tool call'):
+            await store.fork('copy', at=2, new_session_id='other')
+
+
+async def test_a_branched_session_is_refused_whole_by_export(store_factory: StoreFactory) -> None:
+    async with store_factory() as store:
+        session = await store.session('s')
+        await converse(session, ParallelToolAssistant(), range(2))
+        assert len((await store.export('s')).messages) == 8
+        await session.rewind(4)
+        await converse(session, ParallelToolAssistant(), range(10, 11))
+        with pytest.raises(StoreError, match=r"Session 's' has 2 branches.*nothing was exported"):
+            await store.export('s')
+        fork = await store.fork('s', at=8, new_session_id='one-path')
+        assert (await store.export('one-path')).messages == await fork.history()

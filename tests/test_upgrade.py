@@ -124,3 +124,18 @@ async def test_a_release_0_1_session_carries_on_from_its_stored_summary(release_
             assert hits and all(marker in hit.text for hit in hits), marker
         document = await store.export('summarized', scope='user-7')
     assert SessionExport.from_json_lines(document.to_json_lines()) == document
+
+
+async def test_the_upgrade_and_its_downgrade_keep_every_summary_chain_linked(release_db: str) -> None:
+    async def links() -> list[tuple[int, int | None]]:
+        async with store.engine.connect() as connection:
+            rows = await connection.execute(text('SELECT pk, previous_pk FROM summaries ORDER BY pk'))
+            return [(pk, previous) for pk, previous in rows]
+
+    store = SessionStore(release_db)
+    upgraded = await links()
+    assert upgraded == [(1, None), (2, 1)], 'the chain of the 0.1 session, as 0.1 linked it'
+    async with store.engine.begin() as connection:
+        await connection.run_sync(lambda sync: command.downgrade(_config(sync), '0003'))
+    assert await links() == upgraded
+    await store.close()

@@ -25,6 +25,7 @@ _FTS_ROW = "'s' || {row}.session_pk, {row}.text"
 
 
 def upgrade() -> None:
+    sqlite = op.get_bind().dialect.name == 'sqlite'
     op.create_table(
         'segments',
         sa.Column('pk', Key, primary_key=True, autoincrement=True),
@@ -46,22 +47,26 @@ def upgrade() -> None:
     op.add_column('sessions', sa.Column('active_segment_pk', Key, nullable=True))
     op.execute(f'UPDATE sessions SET active_segment_pk = {root.format(session="sessions.pk")}')
 
-    op.add_column('summaries', sa.Column('segment_pk', Key, nullable=True))
+    # Summaries keep their table: rebuilding it on SQLite would drop the old one, and its self-reference
+    # (previous_pk, ON DELETE SET NULL) would unlink every chain. The key is added in place instead, and
+    # stays nullable on SQLite, which can't add NOT NULL to an existing column without a rebuild.
+    if sqlite:
+        op.execute('ALTER TABLE summaries ADD COLUMN segment_pk INTEGER REFERENCES segments (pk) ON DELETE CASCADE')
+    else:
+        op.add_column('summaries', sa.Column('segment_pk', Key, sa.ForeignKey('segments.pk', ondelete='CASCADE')))
     op.execute(f'UPDATE summaries SET segment_pk = {root.format(session="summaries.session_pk")}')
 
     op.add_column('messages', sa.Column('segment_pk', Key, nullable=True))
     op.execute(f'UPDATE messages SET segment_pk = {root.format(session="messages.session_pk")}')
-    sqlite = op.get_bind().dialect.name == 'sqlite'
     with op.batch_alter_table('messages', recreate='always' if sqlite else 'never') as batch:
         batch.alter_column('segment_pk', existing_type=Key, nullable=False)
         batch.create_foreign_key('fk_messages_segment', 'segments', ['segment_pk'], ['pk'], ondelete='CASCADE')
         batch.drop_constraint('uq_messages_session_position', type_='unique')
         batch.create_unique_constraint('uq_messages_segment_position', ['segment_pk', 'position'])
-    with op.batch_alter_table('summaries') as batch:
-        batch.alter_column('segment_pk', existing_type=Key, nullable=False)
-        batch.create_foreign_key('fk_summaries_segment', 'segments', ['segment_pk'], ['pk'], ondelete='CASCADE')
     if sqlite:
         _create_fts_triggers()  # SQLite dropped them with the table it rebuilt; the index's rows kept their keys
+    else:
+        op.alter_column('summaries', 'segment_pk', existing_type=Key, nullable=False)
 
 
 def _create_fts_triggers() -> None:
@@ -76,16 +81,22 @@ def _create_fts_triggers() -> None:
 def downgrade() -> None:
     # Only a tree of one segment per session goes back to the linear schema.
     sqlite = op.get_bind().dialect.name == 'sqlite'
-    with op.batch_alter_table('summaries') as batch:
-        batch.drop_constraint('fk_summaries_segment', type_='foreignkey')
+    # Rebuilding summaries on SQLite nulls its self-references (see upgrade): keep the chain aside.
+    op.execute('CREATE TEMPORARY TABLE summary_links AS SELECT pk, previous_pk FROM summaries')
+    with op.batch_alter_table('summaries', recreate='always' if sqlite else 'never') as batch:
         batch.drop_column('segment_pk')
+    op.execute(
+        'UPDATE summaries SET previous_pk = (SELECT summary_links.previous_pk FROM summary_links '
+        'WHERE summary_links.pk = summaries.pk)'
+    )
+    op.execute('DROP TABLE summary_links')
     with op.batch_alter_table('messages', recreate='always' if sqlite else 'never') as batch:
         batch.drop_constraint('uq_messages_segment_position', type_='unique')
         batch.create_unique_constraint('uq_messages_session_position', ['session_pk', 'position'])
         batch.drop_constraint('fk_messages_segment', type_='foreignkey')
         batch.drop_column('segment_pk')
-    with op.batch_alter_table('sessions') as batch:
-        batch.drop_column('active_segment_pk')
+    # In place, not rebuilt: dropping the old sessions table would cascade to every message and summary.
+    op.drop_column('sessions', 'active_segment_pk')
     op.drop_index('ix_segments_session', 'segments')
     op.drop_table('segments')
     if sqlite:
