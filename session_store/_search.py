@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from sqlalchemy import Row, Select, select
+from sqlalchemy import Row, Select, and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import decode
 from ._database import Database, find_session
 from ._fulltext import rank_by_words, words
+from ._tree import active_paths
 from .results import SearchHit
 from .rows import MessageRow, SessionRow
 
@@ -31,6 +32,7 @@ async def search(
     session_id: str | None,
     limit: int,
     match: Literal['phrase', 'words'],
+    branches: Literal['active', 'all'] = 'active',
 ) -> list[SearchHit]:
     """Messages matching `text`; see `SessionStore.search`. An unknown `session_id` is `SessionNotFound`."""
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_SEARCH or '\x00' in text:
@@ -39,6 +41,8 @@ async def search(
         raise ValueError(f'limit must be >= 1; got {limit}.')
     if match not in ('phrase', 'words'):
         raise ValueError(f"match must be 'phrase' or 'words'; got {match!r}.")
+    if branches not in ('active', 'all'):
+        raise ValueError(f"branches must be 'active' or 'all'; got {branches!r}.")
     query = (
         select(SessionRow.session_id, SessionRow.scope, MessageRow.position, MessageRow.payload, MessageRow.text)
         .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
@@ -52,6 +56,16 @@ async def search(
         if session_id is not None:
             session_pk = (await find_session(db, session_id, scope)).pk
             query = query.where(MessageRow.session_pk == session_pk)
+        if branches == 'active':
+            path = active_paths(session_pk)
+            query = query.join(
+                path,
+                and_(
+                    path.c.segment_pk == MessageRow.segment_pk,
+                    MessageRow.position >= path.c.start,
+                    MessageRow.position < path.c.end,
+                ),
+            )
         if match == 'phrase':
             escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
             phrase = MessageRow.text.ilike(f'%{escaped}%', escape='\\')

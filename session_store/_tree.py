@@ -10,16 +10,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVarTuple
 
-from sqlalchemy import ColumnElement, CompoundSelect, Select, and_, desc, false, or_, select, union_all
+from sqlalchemy import CTE, ColumnElement, CompoundSelect, Select, and_, desc, false, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
-from .rows import MessageRow, SegmentRow, SummaryRow
+from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 Ts = TypeVarTuple('Ts')
 
 __all__ = (
     'Segments',
     'Span',
+    'active_paths',
     'best_summary',
     'on_path',
     'path_spans',
@@ -133,3 +135,28 @@ async def summary_chain_on(
 def truncated(spans: Sequence[Span], length: int) -> list[Span]:
     """The spans of the path's first `length` positions."""
     return [Span(span.segment_pk, span.start, min(span.end, length)) for span in spans if span.start < length]
+
+
+def active_paths(session_pk: int | None = None) -> CTE:
+    """Every session's active path (or one session's) as rows (session, segment, start, end): a recursive CTE.
+
+    Each row is one span: the active segment up to the session's length, then each parent up to where
+    its child starts. A message is on its session's active path when one of these rows holds it.
+    """
+    tip = aliased(SegmentRow, name='tip')
+    base = select(
+        SessionRow.pk.label('session_pk'),
+        tip.pk.label('segment_pk'),
+        tip.parent_pk.label('parent_pk'),
+        tip.starts_at.label('start'),
+        SessionRow.message_count.label('end'),
+    ).join(tip, tip.pk == SessionRow.active_segment_pk)
+    if session_pk is not None:
+        base = base.where(SessionRow.pk == session_pk)
+    paths = base.cte('active_paths', recursive=True)
+    parent = aliased(SegmentRow, name='up')
+    return paths.union_all(
+        select(paths.c.session_pk, parent.pk, parent.parent_pk, parent.starts_at, paths.c.start).join(
+            parent, parent.pk == paths.c.parent_pk
+        )
+    )

@@ -169,6 +169,7 @@ class SessionStore:
         session_id: str | None = None,
         limit: int = 50,
         match: Literal['phrase', 'words'] = 'phrase',
+        branches: Literal['active', 'all'] = 'active',
     ) -> list[SearchHit]:
         """Search the archive.
 
@@ -180,8 +181,12 @@ class SessionStore:
             match: `'phrase'`: messages containing `text` as typed (case-insensitive), newest first.
                 `'words'`: full-text, through the database's index: messages with all of `text`'s
                 words (stemmed), or if none has them all, with any; best match first.
+            branches: `'active'`: each session's active path, what its history reads; `'all'`: every
+                branch too (a hit's position is then on the path of the branch holding it).
         """
-        return await search(self._database, text, scope=scope, session_id=session_id, limit=limit, match=match)
+        return await search(
+            self._database, text, scope=scope, session_id=session_id, limit=limit, match=match, branches=branches
+        )
 
     async def delete(self, session_id: str, *, scope: str | None = None) -> None:
         """Delete a session with its archive and summaries. Under `scope`, only one saved with it."""

@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
-from session_store import Session, SessionConflict, SessionStore, StoreError
+from session_store import SearchHit, Session, SessionConflict, SessionStore, StoreError
 from session_store._archive import load_window, store_run
 from session_store._run_state import RunRecord
 from testkit.scripted import MARKER, NEW_MESSAGES, ParallelToolAssistant, RecordingSummarizer, scripted_agent
@@ -192,3 +192,29 @@ async def test_a_branched_session_is_refused_whole_by_export(store_factory: Stor
             await store.export('s')
         fork = await store.fork('s', at=8, new_session_id='one-path')
         assert (await store.export('one-path')).messages == await fork.history()
+
+
+async def test_search_reads_the_active_path_unless_asked_for_every_branch(store_factory: StoreFactory) -> None:
+    async with store_factory() as store:
+        session = await store.session('s')
+        other = await store.session('other')
+        await converse(session, ParallelToolAssistant(), range(4))
+        await converse(other, ParallelToolAssistant(), range(2, 4))
+        await session.rewind(8)
+        await converse(session, ParallelToolAssistant(), range(40, 42))
+
+        def found(hits: Sequence[SearchHit]) -> set[tuple[str, int]]:
+            return {(hit.session_id, hit.position) for hit in hits}
+
+        # Turn 3 was left behind on a branch of 's'; the other session's turn 3 is on its active path.
+        assert found(await store.search('M3-a')) == {('other', 7)}
+        assert found(await store.search('M3-a', session_id='s')) == set()
+        assert found(await store.search('M3-a', branches='all')) == {('other', 7), ('s', 15)}
+        assert found(await store.search('M41-a', session_id='s')) == {('s', 15)}
+        assert found(await store.search('M1-a', session_id='s')) == {('s', 7)}
+        # Full-text search keeps to the active paths the same way.
+        assert {hit.session_id for hit in await store.search('M3', match='words')} == {'other'}
+        assert {hit.session_id for hit in await store.search('M3', match='words', branches='all')} == {'other', 's'}
+        assert await store.search('M3', match='words', session_id='s') == []
+        with pytest.raises(ValueError, match="branches must be 'active' or 'all'"):
+            await store.search('x', branches='some')  # type: ignore[arg-type]
