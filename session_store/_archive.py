@@ -191,7 +191,7 @@ async def load_window(
         row = await find_session(db, session_id, scope)
         segment_pk = active_segment(row)
         spans = await path_spans(db, row.pk, segment_pk, row.message_count)
-        summary = await best_summary(db, spans, ending_by=row.window_start)
+        summary = await best_summary(db, row.pk, spans, ending_by=row.window_start)
         # Range scans along the active path: the head (at least the first message, for its system
         # prompt) and the tail; the archive between them is not read.
         head_end = min(max(row.head_end, 1), row.window_start)

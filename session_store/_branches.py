@@ -58,7 +58,7 @@ async def rewind(database: Database, session_id: str, scope: str | None, positio
         if row.window_start < position:  # the window the path had still fits the part kept, and leaves it a tail
             window_start = row.window_start
         else:
-            window_start = await _resumed_tail(db, truncated(spans, position), head_end)
+            window_start = await _resumed_tail(db, row.pk, truncated(spans, position), head_end)
         await _activate(db, row, int(segment_pk), position, head_end, window_start)
 
     await database.write(session_id, work)
@@ -88,7 +88,7 @@ async def switch(database: Database, session_id: str, scope: str | None, tip: st
             head_end, window_start = target.head_end, target.window_start
         else:  # never active since it was made: its window starts at its best summary
             head_end = min(row.head_end, length)
-            window_start = await _resumed_tail(db, await path_spans(db, row.pk, target.pk, length), head_end)
+            window_start = await _resumed_tail(db, row.pk, await path_spans(db, row.pk, target.pk, length), head_end)
         await _activate(db, row, target.pk, length, head_end, window_start)
 
     await database.write(session_id, work)
@@ -119,7 +119,7 @@ async def fork(
             await _check_pair_safe(db, session_id, spans, at)
         kept = truncated(spans, at)
         head_end = min(row.head_end, at)
-        window_start = row.window_start if row.window_start < at else await _resumed_tail(db, kept, head_end)
+        window_start = row.window_start if row.window_start < at else await _resumed_tail(db, row.pk, kept, head_end)
         chain = await summary_chain_on(db, row.pk, kept, ending_by=window_start)
         fork_scope = new_scope if new_scope is not None else row.scope
         copy = new_session_row(
@@ -234,13 +234,13 @@ async def _leave_path(db: AsyncSession, row: SessionRow) -> None:
         await db.execute(delete(SegmentRow).where(SegmentRow.pk == segment_pk))
 
 
-async def _resumed_tail(db: AsyncSession, spans: list[Span], head_end: int) -> int:
+async def _resumed_tail(db: AsyncSession, session_pk: int, spans: list[Span], head_end: int) -> int:
     """Where a path's tail starts when its window is rebuilt: after the last summary wholly on it, else the head.
 
     The summary must leave a tail (it ends before the path does): the summary rides in the tail's first
     request, and a window without a tail would drop it.
     """
-    summary = await best_summary(db, spans, ending_by=spans[-1].end - 1) if spans else None
+    summary = await best_summary(db, session_pk, spans, ending_by=spans[-1].end - 1) if spans else None
     return head_end if summary is None else max(head_end, summary.covers_to)
 
 

@@ -105,11 +105,13 @@ def usable_summaries(spans: Sequence[Span]) -> ColumnElement[bool]:
     )
 
 
-async def best_summary(db: AsyncSession, spans: Sequence[Span], *, ending_by: int) -> SummaryRow | None:
+async def best_summary(
+    db: AsyncSession, session_pk: int, spans: Sequence[Span], *, ending_by: int
+) -> SummaryRow | None:
     """The summary a window on the path starts from: of those wholly on it, ending by `ending_by`, the widest."""
     query = (
         select(SummaryRow)
-        .where(usable_summaries(spans), SummaryRow.covers_to <= ending_by)
+        .where(SummaryRow.session_pk == session_pk, usable_summaries(spans), SummaryRow.covers_to <= ending_by)
         .order_by(desc(SummaryRow.covers_to), desc(SummaryRow.pk))
     )
     return await db.scalar(query.limit(1))
@@ -119,7 +121,7 @@ async def summary_chain_on(
     db: AsyncSession, session_pk: int, spans: Sequence[Span], *, ending_by: int
 ) -> list[SummaryRow]:
     """The summary chain a window on the path builds on, oldest first: its best summary and those it extends."""
-    latest = await best_summary(db, spans, ending_by=ending_by)
+    latest = await best_summary(db, session_pk, spans, ending_by=ending_by)
     if latest is None:
         return []
     rows = (await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == session_pk))).all()

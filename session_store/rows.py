@@ -107,7 +107,10 @@ class SummaryRow(Base):
     """A summary: the one it extends, and exactly which archived messages it newly covers."""
 
     __tablename__ = 'summaries'
-    __table_args__ = (Index('ix_summaries_session_latest', 'session_pk', 'pk'),)
+    __table_args__ = (
+        Index('ix_summaries_session_latest', 'session_pk', 'pk'),
+        Index('ix_summaries_segment', 'segment_pk', 'covers_to'),
+    )
 
     pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
     session_pk: Mapped[int] = mapped_column(Key, ForeignKey('sessions.pk', ondelete='CASCADE'))

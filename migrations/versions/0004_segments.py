@@ -55,6 +55,7 @@ def upgrade() -> None:
     else:
         op.add_column('summaries', sa.Column('segment_pk', Key, sa.ForeignKey('segments.pk', ondelete='CASCADE')))
     op.execute(f'UPDATE summaries SET segment_pk = {root.format(session="summaries.session_pk")}')
+    op.create_index('ix_summaries_segment', 'summaries', ['segment_pk', 'covers_to'])
 
     op.add_column('messages', sa.Column('segment_pk', Key, nullable=True))
     op.execute(f'UPDATE messages SET segment_pk = {root.format(session="messages.session_pk")}')
@@ -82,6 +83,7 @@ def downgrade() -> None:
     # Only a tree of one segment per session goes back to the linear schema.
     sqlite = op.get_bind().dialect.name == 'sqlite'
     # Rebuilding summaries on SQLite nulls its self-references (see upgrade): keep the chain aside.
+    op.drop_index('ix_summaries_segment', 'summaries')
     op.execute('CREATE TEMPORARY TABLE summary_links AS SELECT pk, previous_pk FROM summaries')
     with op.batch_alter_table('summaries', recreate='always' if sqlite else 'never') as batch:
         batch.drop_column('segment_pk')
