@@ -60,8 +60,20 @@ input items (a user message, a `function_call`, a `function_call_output`, an ass
    The peer is measured both with `get_items()` (all items, what its Runner loads) and with
    `get_items(limit=20)` (the tail alone, a like-for-like read without the summary).
 
+3. Branched against linear, ours alone (the peer has no branches): opening a session and building its
+   window, first open and warm as in 2, when the active path crosses 10 branch points in a tree of 100k
+   archived messages, against a linear session whose active path has the same length (10k messages), in
+   the same database. The tree is what 10 rewinds leave: each of the path's first 10 segments runs on for
+   9,000 messages past the point where the next one forks from it, so the 90,000 messages beyond the path
+   lie in 10 branches off it. It is built the way a session grows one: `store_run` in batches of 5,000
+   messages, then the public `session.rewind(fork point)`. Both sessions carry the summary chain of 2 (one
+   summary per 80 messages along every path, the active path's latest 20 messages before its end), so
+   both windows are the same summary + 20-message tail: what differs is the tree walked to find them.
+   With `--quick`: 1,000 messages in the tree, a path of 400 crossing 3 branch points.
+
 Sanity checks (assertions): every append run stores exactly its messages; our window is the summary
-plus the 20-message tail; the peer returns every item it was given. Timings are printed, never asserted.
+plus the 20-message tail; the peer returns every item it was given; the tree has its branches where they
+were made and holds every message written. Timings are printed, never asserted.
 """
 
 # The third-party imports follow the environment bootstrap, which must run first.
@@ -136,6 +148,16 @@ BUILD_BATCH = 5_000
 TARGET_GROWTH = 2.0
 """The target, reported against, never asserted: ours at 100k archived messages costs at most this much
 more than at 100."""
+TREE = 100_000
+"""3: messages in the branched session's tree, its active path and the branches off it."""
+TREE_PATH = 10_000
+"""3: messages on the active path, of the branched session and of the linear one alike."""
+BRANCH_POINTS = 10
+"""3: branch points the branched session's active path crosses."""
+QUICK_TREE, QUICK_TREE_PATH, QUICK_BRANCH_POINTS = 1_000, 400, 3
+TARGET_BRANCHED = 2.0
+"""The target, reported against, never asserted: opening a session whose active path crosses the branch points
+costs at most this much more than opening a linear one of the same length."""
 SYSTEM_PROMPT = 'You are a careful support agent. Use the tools; never guess an order number.'
 _FILLER = (
     'The customer asked about the status of an order placed last week and whether the refund for the '
@@ -144,6 +166,41 @@ _FILLER = (
     'else is pending apart from the survey the customer may answer at their convenience later on. '
 ) * 2
 SUMMARY_TEXT = ('Summary of the conversation so far: ' + _FILLER * 3)[:1_500]
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The branched session of 3: a tree of `size` messages whose active path of `path` messages crosses
+    `branch_points` branch points."""
+
+    size: int
+    path: int
+    branch_points: int
+
+    @property
+    def forks(self) -> list[int]:
+        """Where each segment after the first leaves its parent: the path cut evenly, at turn boundaries."""
+        return [self.path * i // (self.branch_points + 1) // 4 * 4 for i in range(1, self.branch_points + 1)]
+
+    @property
+    def beyond(self) -> int:
+        """Messages each of the path's first segments holds past the next one's fork point: a branch off the path."""
+        return (self.size - self.path) // self.branch_points // 4 * 4
+
+    @property
+    def stored(self) -> int:
+        """Messages the tree holds: `size`, less what `beyond`'s rounding leaves out."""
+        return self.path + self.branch_points * self.beyond
+
+    def problem(self) -> str | None:
+        """Why the tree can't be built as asked, if it can't."""
+        if self.path % 4 or self.path < TAIL + 4:
+            return f'the path must be a multiple of 4, at least {TAIL + 4}'
+        if self.branch_points < 1 or self.path // (self.branch_points + 1) < 4:
+            return 'there must be 1 to path / 4 - 1 branch points'
+        if self.beyond < TAIL + 4:
+            return f'the tree must hold at least {TAIL + 4} messages per branch point beyond the path'
+        return None
 
 
 @dataclass(frozen=True)
@@ -158,6 +215,10 @@ class Plan:
     """Timed repetitions of each opening figure."""
     append_repeats: int
     """Append runs, each on fresh databases, per append figure."""
+    tree: Tree
+    """The branched session of 3."""
+    parts: Sequence[int]
+    """Which of the parts 1, 2, 3 to run."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -502,32 +563,41 @@ def summary_cuts(size: int) -> list[int]:
     return [*range(SUMMARY_EVERY, last, SUMMARY_EVERY), last]
 
 
+async def grow(
+    store: SessionStore, session_id: str, messages: Sequence[ModelMessage], tokens: Sequence[int], end: int
+) -> None:
+    """Extend the session's active path to `end` messages (`messages[at]` at each position `at`), in batches of
+    `BUILD_BATCH`, summarized as a session would be: the chain goes on from the path's last summary (where its
+    window starts) with one at every `summary_cuts(end)` after it, each covering from the one before."""
+    loaded = await load_window(store, session_id)
+    covered = loaded.window_start
+    cuts = [cut for cut in summary_cuts(end) if cut > covered]
+    for start in range(loaded.message_count, end, BUILD_BATCH):
+        stop = min(end, start + BUILD_BATCH)
+        summaries = []
+        for cut in (c for c in cuts if start < c <= stop):
+            summaries.append(new_summary(covered, cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench'))
+            covered = cut
+        await store_run(
+            store,
+            session_id,
+            loaded,
+            messages[start:stop],
+            tokens[start:stop],
+            window_start=covered,
+            summaries=summaries,
+        )
+        loaded = await load_window(store, session_id)
+
+
 async def build_ours(url: str, size: int) -> None:
     """An archive of `size` messages with its summary chain, stored in batches of `BUILD_BATCH`."""
     messages = our_archive(size)
-    tokens = token_counts(messages)
-    cuts = summary_cuts(size)
     async with SessionStore(url) as store:
         await store.session('archive')
-        covered = 0
-        for start in range(0, size, BUILD_BATCH):
-            end = min(size, start + BUILD_BATCH)
-            summaries = []
-            for cut in (c for c in cuts if start < c <= end):
-                summaries.append(new_summary(covered, cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench'))
-                covered = cut
-            loaded = await load_window(store, 'archive')
-            await store_run(
-                store,
-                'archive',
-                loaded,
-                messages[start:end],
-                tokens[start:end],
-                window_start=covered,
-                summaries=summaries,
-            )
+        await grow(store, 'archive', messages, token_counts(messages), size)
         info = (await store.sessions())[0]
-    assert (info.message_count, info.summary_count) == (size, len(cuts)), info
+    assert (info.message_count, info.summary_count) == (size, len(summary_cuts(size))), info
 
 
 async def build_peer(url: str, size: int) -> None:
@@ -558,14 +628,15 @@ def check_items(items: Sequence[PeerItem], limit: int | None, size: int) -> None
     assert items[-1] == peer_turn(size // 4 - 1)[-1], items[-1]
 
 
-def ours_first_open(url: str, size: int) -> Measure:
-    """A new `SessionStore` (engine, schema revision check), `store.session(id)`, `session.context()`."""
+def ours_first_open(url: str, size: int, session_id: str = 'archive') -> Measure:
+    """A new `SessionStore` (engine, schema revision check), `store.session(id)`, `session.context()`; `size`
+    is the length of the session's active path."""
 
     async def measure() -> float:
         start = time.perf_counter()
         store = SessionStore(url)
         try:
-            window = await (await store.session('archive')).context()
+            window = await (await store.session(session_id)).context()
             elapsed = time.perf_counter() - start
         finally:
             await store.close()
@@ -575,10 +646,10 @@ def ours_first_open(url: str, size: int) -> Measure:
     return measure
 
 
-def ours_warm_open(store: SessionStore, size: int) -> Measure:
+def ours_warm_open(store: SessionStore, size: int, session_id: str = 'archive') -> Measure:
     async def measure() -> float:
         start = time.perf_counter()
-        window = await (await store.session('archive')).context()
+        window = await (await store.session(session_id)).context()
         elapsed = time.perf_counter() - start
         check_window(window, size)
         return elapsed
@@ -675,6 +746,70 @@ async def opening_benchmark(databases: Databases, sizes: Sequence[int], repeats:
 
 
 # ---------------------------------------------------------------------------------------------------
+# 3. Branched against linear
+# ---------------------------------------------------------------------------------------------------
+
+
+async def build_tree(url: str, tree: Tree) -> float:
+    """Session 'branched', the tree, as `tree.branch_points` rewinds leave one, and session 'linear', one
+    segment as long as the tree's active path; the seconds the tree took to build."""
+    longest = tree.forks[-1] + tree.beyond
+    messages = our_archive(max(longest, tree.path))
+    tokens = token_counts(messages)
+    async with SessionStore(url) as store:
+        started = time.perf_counter()
+        session = await store.session('branched')
+        for fork in tree.forks:
+            await grow(store, 'branched', messages, tokens, fork + tree.beyond)
+            await session.rewind(fork)
+        await grow(store, 'branched', messages, tokens, tree.path)
+        built = time.perf_counter() - started
+        branches = await session.branches()
+        await store.session('linear')
+        await grow(store, 'linear', messages, tokens, tree.path)
+        counts = {info.session_id: info.message_count for info in await store.sessions()}
+    assert counts == {'branched': tree.path, 'linear': tree.path}, counts
+    assert [branch.forked_at for branch in branches] == [None, *tree.forks], branches
+    assert [branch.active for branch in branches] == [False] * tree.branch_points + [True], branches
+    held = sum(branch.message_count - (branch.forked_at or 0) for branch in branches)
+    assert held == tree.stored, f'the tree holds {held} messages, not {tree.stored}'
+    return built
+
+
+@dataclass(frozen=True)
+class BranchedOpening:
+    """Median ms to open a session and build its window, branched and linear, and the seconds the tree took."""
+
+    branched_first: float
+    branched_warm: float
+    linear_first: float
+    linear_warm: float
+    built: float
+
+    def branched(self, first: bool) -> float:
+        return self.branched_first if first else self.branched_warm
+
+    def linear(self, first: bool) -> float:
+        return self.linear_first if first else self.linear_warm
+
+
+async def branched_benchmark(databases: Databases, tree: Tree, repeats: int) -> BranchedOpening:
+    """Both sessions built in one database, then both opened, first and warm, in turns."""
+    url = databases.url('tree')
+    built = await build_tree(url, tree)
+    async with SessionStore(url) as store:
+        await analyze(store.engine)
+        measures = {
+            'branched_first': ours_first_open(url, tree.path, 'branched'),
+            'branched_warm': ours_warm_open(store, tree.path, 'branched'),
+            'linear_first': ours_first_open(url, tree.path, 'linear'),
+            'linear_warm': ours_warm_open(store, tree.path, 'linear'),
+        }
+        medians = await round_robin(measures, repeats)
+    return BranchedOpening(**medians, built=built)
+
+
+# ---------------------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------------------
 
@@ -696,7 +831,10 @@ def print_header(plan: Plan) -> None:
     names = (OUR_DIST, PEER_DIST, 'pydantic-ai-slim', 'SQLAlchemy', 'aiosqlite', 'asyncpg')
     print(f'{machine()}; ' + ', '.join(f'{name} {version(name)}' for name in names))
     print(f'append: {plan.turns} turns x 4 messages, median of {plan.append_repeats} fresh databases; ', end='')
-    print(f'open: {", ".join(map(size_label, plan.sizes))} archived messages, median of {plan.repeats}')
+    print(f'open: {", ".join(map(size_label, plan.sizes))} archived messages, median of {plan.repeats}; ', end='')
+    tree = plan.tree
+    print(f'branched: {tree.branch_points} branch points, {size_label(tree.path)} path, ', end='')
+    print(f'{size_label(tree.stored)} tree; parts {", ".join(map(str, plan.parts))}')
     print(load_average('at start'))
 
 
@@ -819,6 +957,36 @@ def print_opening(openings: dict[int, Opening], backend: str) -> None:
     print_targets(openings, backend)
 
 
+def print_branched(opening: BranchedOpening, tree: Tree, backend: str) -> None:
+    points = f'{tree.branch_points} branch points'
+    print(
+        f'3. Open a session + build its window on {backend}, ours alone, median ms: an active path of '
+        f'{tree.path:,} messages'
+    )
+    print(
+        f'   branched: crossing {points} in a tree of {tree.stored:,} archived messages (built in '
+        f'{opening.built:.1f} s); linear: one segment, in the same database'
+    )
+    print(f'   {"":<9} {"first":>10} {"warm":>10}')
+    print(f'   {"branched":<9} {cell(opening.branched_first)} {cell(opening.branched_warm)}')
+    print(f'   {"linear":<9} {cell(opening.linear_first)} {cell(opening.linear_warm)}')
+    print()
+    for mode in ('first open', 'warm'):
+        branched, linear = opening.branched(mode == 'first open'), opening.linear(mode == 'first open')
+        print(
+            f'open+window with {points} vs linear on {backend}: branched {branched:.2f} ms, linear {linear:.2f} ms '
+            f'({mode}) -> {branched / linear:.2f} x'
+        )
+    for mode in ('first open', 'warm'):
+        factor = opening.branched(mode == 'first open') / opening.linear(mode == 'first open')
+        verdict = 'met' if factor <= TARGET_BRANCHED else 'MISSED'
+        print(
+            f'target on {backend} ({mode}): branched, {points} <= {TARGET_BRANCHED:g} x linear: '
+            f'{factor:.2f} x, {verdict}'
+        )
+    print()
+
+
 # ---------------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------------
@@ -834,11 +1002,17 @@ async def describe(url: str, where: str) -> str:
 
 
 async def run_backend(databases: Databases, title: str, plan: Plan) -> None:
-    """Both parts on one backend's databases, removed at the end."""
+    """The parts asked for on one backend's databases, removed at the end."""
     print(f'\n{title}\n')
     try:
-        print_append(await append_benchmark(databases, plan.turns, plan.append_repeats), plan.turns, databases.title)
-        print_opening(await opening_benchmark(databases, plan.sizes, plan.repeats), databases.title)
+        if 1 in plan.parts:
+            appends = await append_benchmark(databases, plan.turns, plan.append_repeats)
+            print_append(appends, plan.turns, databases.title)
+        if 2 in plan.parts:
+            print_opening(await opening_benchmark(databases, plan.sizes, plan.repeats), databases.title)
+        if 3 in plan.parts:
+            branched = await branched_benchmark(databases, plan.tree, plan.repeats)
+            print_branched(branched, plan.tree, databases.title)
     finally:
         databases.close()
 
@@ -884,7 +1058,13 @@ def parse_args() -> tuple[Plan, list[str]]:
         '--sizes', type=int, nargs='+', help=f'archived messages (default {" ".join(map(str, DEFAULT_SIZES))})'
     )
     parser.add_argument('--repeats', type=int, help=f'timed repetitions per figure (default {DEFAULT_REPEATS})')
+    parser.add_argument('--tree', type=int, help=f'3: messages in the branched tree (default {TREE})')
+    parser.add_argument('--tree-path', type=int, help=f'3: messages on its active path (default {TREE_PATH})')
+    parser.add_argument('--branch-points', type=int, help=f'3: branch points on the path (default {BRANCH_POINTS})')
     parser.add_argument('--backends', nargs='+', choices=BACKENDS, default=list(BACKENDS))
+    parser.add_argument(
+        '--parts', type=int, nargs='+', choices=(1, 2, 3), default=[1, 2, 3], help='which parts to run (default all)'
+    )
     args = parser.parse_args()
     quick = args.quick
 
@@ -894,11 +1074,20 @@ def parse_args() -> tuple[Plan, list[str]]:
     sizes = sorted(args.sizes or (QUICK_SIZES if quick else DEFAULT_SIZES))
     if any(size < TAIL + 4 or size % 4 for size in sizes):
         parser.error(f'sizes must be multiples of 4, at least {TAIL + 4}')
+    tree = Tree(
+        size=given(args.tree, QUICK_TREE, TREE),
+        path=given(args.tree_path, QUICK_TREE_PATH, TREE_PATH),
+        branch_points=given(args.branch_points, QUICK_BRANCH_POINTS, BRANCH_POINTS),
+    )
+    if (problem := tree.problem()) is not None:
+        parser.error(f'--tree {tree.size} --tree-path {tree.path} --branch-points {tree.branch_points}: {problem}')
     plan = Plan(
         turns=given(args.turns, QUICK_TURNS, DEFAULT_TURNS),
         sizes=sizes,
         repeats=given(args.repeats, QUICK_REPEATS, DEFAULT_REPEATS),
         append_repeats=QUICK_REPEATS if quick else APPEND_REPEATS,
+        tree=tree,
+        parts=sorted(set(args.parts)),
     )
     return plan, args.backends
 
