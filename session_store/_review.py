@@ -71,7 +71,7 @@ async def _branch_end(db: AsyncSession, row: SessionRow, branch: str) -> tuple[i
             select(SegmentRow).where(SegmentRow.session_pk == row.pk, SegmentRow.pk == int(branch))
         )
     if segment is None:
-        raise ValueError(f'Session {row.session_id!r} has no branch {branch!r}; see its branches().')
+        raise ValueError(f'Session {row.session_id!r} has no branch {branch!r} (a tip as its branches list them).')
     own = await db.scalar(select(func.count()).where(MessageRow.segment_pk == segment.pk)) or 0
     return segment.pk, segment.starts_at + own
 
