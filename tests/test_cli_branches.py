@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -232,3 +233,20 @@ def test_chat_regenerate_without_a_prompt_says_so_and_goes_on(db_url: str) -> No
         "Not a command: '/rewind'. Commands: /rewind N, /regenerate, /branches, /switch TIP, /quit.",
     ]
     assert len(history(db_url, 'empty')) == 2
+
+
+def test_branches_and_history_of_a_branch_leave_a_sqlite_file_as_it_was(tmp_path: Path) -> None:
+    url = f'sqlite+aiosqlite:///{tmp_path / "sessions.db"}'
+
+    async def build(store: SessionStore) -> None:
+        session = await store.session('demo')
+        await session.run(scripted_agent(ParallelToolAssistant()), 'Turn M0')
+        await session.rewind(0)
+
+    on_store(url, build)
+    before = {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in tmp_path.iterdir()}
+    assert 'branch 1' in ok(invoke(url, 'branches', 'demo'))
+    assert '[0] user: Turn M0' in ok(invoke(url, 'history', 'demo', '--branch', '1'))
+    after = {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in tmp_path.iterdir()}
+    assert after['sessions.db'] == before['sessions.db'], 'reading the branches changed the database file'
+    assert not (tmp_path / 'sessions.db-wal').exists() or (tmp_path / 'sessions.db-wal').stat().st_size == 0
