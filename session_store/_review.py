@@ -10,7 +10,7 @@ from ._codec import decode, load_usage, utc
 from ._database import Database, active_segment, find_session
 from ._tree import on_path, path_spans, summary_chain_on
 from .results import SessionInfo, StoredSummary
-from .rows import MessageRow, SessionRow, SummaryRow
+from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = ('list_sessions', 'read_history', 'read_summaries', 'summary_chain')
 
@@ -41,19 +41,39 @@ async def list_sessions(database: Database, *, scope: str | None, limit: int | N
 
 
 async def read_history(
-    database: Database, session_id: str, *, scope: str | None, offset: int, limit: int | None
+    database: Database,
+    session_id: str,
+    *,
+    scope: str | None,
+    offset: int,
+    limit: int | None,
+    branch: str | None = None,
 ) -> list[ModelMessage]:
-    """`limit` archived messages from position `offset` (`None`: all of them), in order."""
+    """`limit` messages from position `offset` (`None`: all of them) of the active path, or of `branch`'s."""
     if offset < 0 or (limit is not None and limit < 0):
         raise ValueError(f'offset and limit must be >= 0; got offset={offset}, limit={limit}.')
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
-        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
-        query = on_path(select(MessageRow.position, MessageRow.payload), spans, (offset, row.message_count))
+        tip, length = (active_segment(row), row.message_count) if branch is None else await _branch_end(db, row, branch)
+        spans = await path_spans(db, row.pk, tip, length)
+        query = on_path(select(MessageRow.position, MessageRow.payload), spans, (offset, length))
         if limit is not None:
             query = query.limit(limit)
         rows = (await db.execute(query)).all()
     return [decode(session_id, position, payload) for position, payload in rows]
+
+
+async def _branch_end(db: AsyncSession, row: SessionRow, branch: str) -> tuple[int, int]:
+    """The segment the branch `branch` (a `Branch.tip`) ends in, and its path's length."""
+    segment = None
+    if isinstance(branch, str) and branch.isdigit() and len(branch) < 19:  # a bigint, on every backend
+        segment = await db.scalar(
+            select(SegmentRow).where(SegmentRow.session_pk == row.pk, SegmentRow.pk == int(branch))
+        )
+    if segment is None:
+        raise ValueError(f'Session {row.session_id!r} has no branch {branch!r} (a tip as its branches list them).')
+    own = await db.scalar(select(func.count()).where(MessageRow.segment_pk == segment.pk)) or 0
+    return segment.pk, segment.starts_at + own
 
 
 async def read_summaries(database: Database, session_id: str, *, scope: str | None) -> list[StoredSummary]:

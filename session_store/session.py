@@ -156,9 +156,13 @@ class Session:
         """The stored window the next run starts from (before the new prompt): head, bridge and tail."""
         return (await load_window(self._database, self.session_id, self.scope, self.processor)).messages
 
-    async def history(self, *, offset: int = 0, limit: int | None = None) -> list[ModelMessage]:
-        """The raw archive; see `SessionStore.history`."""
-        return await read_history(self._database, self.session_id, scope=self.scope, offset=offset, limit=limit)
+    async def history(
+        self, *, offset: int = 0, limit: int | None = None, branch: str | None = None
+    ) -> list[ModelMessage]:
+        """The raw archive of the active path, or of `branch`'s; see `SessionStore.history`."""
+        return await read_history(
+            self._database, self.session_id, scope=self.scope, offset=offset, limit=limit, branch=branch
+        )
 
     async def summaries(self) -> list[StoredSummary]:
         """The summary chain; see `SessionStore.summaries`."""

@@ -142,10 +142,19 @@ class SessionStore:
         return await list_sessions(self._database, scope=scope, limit=limit)
 
     async def history(
-        self, session_id: str, *, scope: str | None = None, offset: int = 0, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        scope: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+        branch: str | None = None,
     ) -> list[ModelMessage]:
-        """The raw archive, in order: every message from position `offset`, or at most `limit` of them."""
-        return await read_history(self._database, session_id, scope=scope, offset=offset, limit=limit)
+        """The raw archive, in order: every message from position `offset`, or at most `limit` of them.
+
+        It reads the active path, or with `branch` (a `Branch.tip` from `Session.branches()`) that branch's.
+        """
+        return await read_history(self._database, session_id, scope=scope, offset=offset, limit=limit, branch=branch)
 
     async def summaries(self, session_id: str, *, scope: str | None = None) -> list[StoredSummary]:
         """The session's summary chain, oldest first."""

@@ -1,4 +1,4 @@
-"""The `session-store` command: run the offline demo, review archived sessions, move them, and chat.
+"""The `session-store` command: run the offline demo, review archived sessions, branch and move them, and chat.
 
 Every subcommand opens the store named by `--db` (or `$SESSION_STORE_URL`, or `./sessions.db`),
 does one thing, and closes it. Output is for people by default (rich text, one line per message
@@ -7,13 +7,13 @@ code 1 and one line on stderr, never a traceback (see `_runtime.run`); click's o
 exit 2 with a usage block.
 
 Modules: `_app` (the group and its shared options), `_runtime` (settings, opening the store, errors),
-`_render` (messages as lines and JSON), `review`, `transfer`, `chat` and `demo` (the commands, which
+`_render` (messages as lines and JSON), `review`, `branching`, `transfer`, `chat` and `demo` (the commands, which
 register on the group when imported here), `_demo_script` and `_demo_run` (the demo itself).
 """
 
 from __future__ import annotations
 
-from . import chat, demo, review, transfer
+from . import branching, chat, demo, review, transfer
 from ._app import main
 
-__all__ = ('chat', 'demo', 'main', 'review', 'transfer')
+__all__ = ('branching', 'chat', 'demo', 'main', 'review', 'transfer')

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import click
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelRequest
+from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.test import TestModel
 
 from processors import SummarizationProcessor, TiktokenCounter
 
+from ..session import Session
+from ..store import SessionStore
 from ._app import db_option, main, pass_settings, scope_option
 from ._render import render_messages, role
 from ._runtime import Settings, err, open_store, out, run
+from .branching import branch_tree, parents_of, rewind_session, switch_session
 
 __all__ = ('chat', 'resolve_model')
+
+COMMANDS = '/rewind N, /regenerate, /branches, /switch TIP, /quit'
+"""The slash commands `chat` takes between lines."""
 
 
 def resolve_model(name: str) -> Model:
@@ -56,6 +63,10 @@ def chat(
 
     Reads lines from stdin until end of input or /quit. The session is created if new, and resumed
     (from its stored window) if not. Provider models need their API key in the environment.
+
+    Between lines: /rewind N makes the conversation its first N messages (the rest stays a branch),
+    /regenerate answers the last prompt again (the old answer stays a branch), /branches shows the
+    session's branches and /switch TIP continues another one.
     """
     run(settings, _chat(settings, session_id, model_name, scope, system_prompt, summarizer))
 
@@ -93,14 +104,56 @@ async def _chat(
         # Only to number the replies as `history` does; reading the window never reads the archive.
         archived = (await store.window(session_id, scope=scope)).message_count
         if interactive:
-            err.print(f'Session {session_id!r} ({archived} messages archived) with {model_name}. /quit or Ctrl-D ends.')
+            err.print(
+                f'Session {session_id!r} ({archived} messages archived) with {model_name}. '
+                f'Commands: {COMMANDS}; Ctrl-D also ends.'
+            )
         while (line := _read_line(interactive)) is not None:
             if not line:
                 continue
+            if line.startswith('/'):
+                archived = await _command(store, session, agent, line, archived)
+                continue
             result = await session.run(agent, line)
-            new = result.new_messages()
-            replies = [m for m in new if not (isinstance(m, ModelRequest) and role(m) == 'user')]
-            position = archived + len(new) - len(replies)
-            for text in render_messages(replies, range(position, position + len(replies))):
+            archived += len(result.new_messages())
+            _print_replies(result.new_messages(), archived)
+
+
+def _print_replies(new: Sequence[ModelMessage], archived: int) -> None:
+    """A run's new messages but the user's own prompt, numbered as `history` numbers them; `archived` ends them."""
+    start = archived - len(new)
+    for position, message in enumerate(new, start):
+        if not (isinstance(message, ModelRequest) and role(message) == 'user'):
+            for text in render_messages([message], [position]):
                 out.print(text)
-            archived += len(new)
+
+
+async def _command(store: SessionStore, session: Session, agent: Agent[None, str], line: str, archived: int) -> int:
+    """Run one slash command; returns how many messages the active path holds after it.
+
+    A command that can't be done (a bad position, an unknown branch) says why on stderr, and the chat goes on.
+    """
+    name, _, argument = line.partition(' ')
+    argument = argument.strip()
+    try:
+        if name == '/rewind' and argument.isdigit():
+            out.print(await rewind_session(session, int(argument)))
+        elif name == '/switch' and argument:
+            out.print(await switch_session(session, argument))
+        elif name == '/branches' and not argument:
+            tree = branch_tree(
+                session.session_id, await session.branches(), await parents_of(store, session.session_id)
+            )
+            out.print(tree, soft_wrap=False)
+        elif name == '/regenerate' and not argument:
+            result = await session.regenerate(agent)
+            archived = (await store.window(session.session_id, scope=session.scope)).message_count
+            _print_replies(result.new_messages(), archived)
+            return archived
+        else:
+            err.print(f'Not a command: {line!r}. Commands: {COMMANDS}.', markup=False)
+            return archived
+    except ValueError as error:
+        err.print(f'Error: {error}', markup=False)
+        return archived
+    return (await store.window(session.session_id, scope=session.scope)).message_count

@@ -65,6 +65,7 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
 @click.option('--limit', type=click.IntRange(min=1), default=50, show_default=True, help='Messages per page.')
 @click.option('--all', 'everything', is_flag=True, help='Every message from --offset on, not one page.')
 @click.option('--full', is_flag=True, help=f'Show whole parts instead of their first {CLIP} characters.')
+@click.option('--branch', metavar='TIP', help="This branch's path (a tip `branches` lists) instead of the active one.")
 @json_option
 @db_option
 @pass_settings
@@ -76,6 +77,7 @@ def history(
     limit: int,
     everything: bool,
     full: bool,
+    branch: str | None,
     as_json: bool,
 ) -> None:
     """Show a session's archive, one line per message part.
@@ -84,11 +86,13 @@ def history(
 
     One line per message part: `[12] user: ...`, `[13] assistant → lookup_order(order_id='ORDER-1042')`,
     `[14] tool lookup_order ⇒ {...}`. Pages of --limit messages; the footer gives the next page's command.
+    The active path, unless --branch names another.
     """
     # One message past the page tells whether there is a next page, without counting the archive.
     page = None if everything else limit + 1
     messages = run(
-        settings, read(settings, lambda store: store.history(session_id, scope=scope, offset=offset, limit=page))
+        settings,
+        read(settings, lambda store: store.history(session_id, scope=scope, offset=offset, limit=page, branch=branch)),
     )
     more = page is not None and len(messages) > limit
     messages = messages[:limit] if more else messages
@@ -97,6 +101,7 @@ def history(
         echo_json(
             {
                 'session_id': session_id,
+                'branch': branch,
                 'offset': offset,
                 'next_offset': next_offset,
                 'messages': messages_json(messages),
@@ -104,13 +109,15 @@ def history(
         )
         return
     if not messages:
-        out.print(f'Session {session_id!r} has no messages at position {offset} or later.')
+        of = f'Branch {branch} of session {session_id!r}' if branch is not None else f'Session {session_id!r}'
+        out.print(f'{of} has no messages at position {offset} or later.')
         return
     for line in render_messages(messages, range(offset, offset + len(messages)), full=full):
         out.print(line)
     if next_offset is not None:
         words = ['history', session_id, '--offset', str(next_offset), '--limit', str(limit)]
         words += ['--scope', scope] if scope else []
+        words += ['--branch', branch] if branch is not None else []
         print_suggestion(settings, f'… more: {settings.command(*words)}')
 
 

@@ -1,0 +1,211 @@
+"""A session's branches: `branches` shows its tree; `rewind`, `switch` and `fork` change it.
+
+`branches` opens the store read-only, like the review commands; the others open it to write and
+print one line saying what they did. `chat` runs the same steps as slash commands, through the
+helpers here, so both say the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+from rich.text import Text
+from rich.tree import Tree
+from sqlalchemy import select
+
+from ..results import Branch
+from ..rows import SegmentRow, SessionRow
+from ..session import Session
+from ..store import SessionStore
+from ._app import db_option, json_option, main, pass_settings, scope_option
+from ._render import echo_json, print_suggestion, record_json
+from ._runtime import Settings, open_store, out, read, run
+
+__all__ = (
+    'branch_tree',
+    'branches',
+    'fork',
+    'parents_of',
+    'rewind',
+    'rewind_session',
+    'stored_session',
+    'switch',
+    'switch_session',
+)
+
+ACTIVE = '●'
+"""How the tree marks the active branch."""
+
+
+async def stored_session(store: SessionStore, session_id: str, scope: str | None) -> Session:
+    """The stored session, never creating one: an unknown id fails as `history` does."""
+    await store.history(session_id, scope=scope, limit=0)
+    return await store.session(session_id, scope=scope)
+
+
+async def parents_of(store: SessionStore, session_id: str) -> dict[str, str | None]:
+    """Each branch tip of the session with the tip of the branch it forked from (`None` for the first)."""
+    query = (
+        select(SegmentRow.pk, SegmentRow.parent_pk)
+        .join(SessionRow, SessionRow.pk == SegmentRow.session_pk)
+        .where(SessionRow.session_id == session_id)
+    )
+    async with store.engine.connect() as connection:
+        rows = (await connection.execute(query)).all()
+    return {str(pk): None if parent is None else str(parent) for pk, parent in rows}
+
+
+def _plural(count: int, word: str) -> str:
+    return f'{count:,} {word}{"" if count == 1 else "s"}'
+
+
+def _label(branch: Branch) -> Text:
+    where = 'from the start' if branch.forked_at is None else f'forks at {branch.forked_at}'
+    preview = f'"{branch.preview}"' if branch.preview is not None else '(no user prompt)'
+    return Text.assemble(
+        (f'{ACTIVE} ' if branch.active else '  ', 'bold green'),
+        (f'branch {branch.tip}', 'bold'),
+        (' (active)', 'bold green') if branch.active else '',
+        f'  {_plural(branch.message_count, "message")} · {where} · ',
+        (f'{branch.updated_at.astimezone():%Y-%m-%d %H:%M}', 'dim'),
+        ' · last prompt ',
+        (preview, 'cyan'),
+    )
+
+
+def branch_tree(session_id: str, branches: Sequence[Branch], parents: dict[str, str | None]) -> Tree:
+    """The branches as a tree, each under the one it forked from, oldest first, the active one marked."""
+    tree = Tree(
+        Text(f'Session {session_id!r}: {len(branches)} branch{"" if len(branches) == 1 else "es"} ({ACTIVE} active)'),
+        guide_style='dim',
+    )
+    nodes: dict[str, Tree] = {}
+    for branch in branches:  # oldest first, so a branch's parent is already placed
+        parent = parents.get(branch.tip)
+        nodes[branch.tip] = nodes.get(parent or '', tree).add(_label(branch))
+    return tree
+
+
+async def rewind_session(session: Session, position: int) -> str:
+    """Rewind the session's active path to `position` messages; what happened, in a line."""
+    name = session.session_id
+    left = next(branch for branch in await session.branches() if branch.active)
+    if position == left.message_count:
+        return f'{name!r} holds {_plural(position, "message")} on its active path already; nothing to rewind.'
+    await session.rewind(position)
+    dropped = left.message_count - position
+    after = 'the message after them' if dropped == 1 else f'the {dropped:,} after them'
+    if any(branch.tip == left.tip for branch in await session.branches()):
+        return f'Rewound {name!r} to {_plural(position, "message")}; {after} stay as branch {left.tip}.'
+    # The path left had no messages of its own (a rewind nothing ran from): its messages are on older branches.
+    return f'Rewound {name!r} to {_plural(position, "message")}; {after} stay on the branches they came from.'
+
+
+async def switch_session(session: Session, tip: str) -> str:
+    """Make the branch `tip` the session's active path; what happened, in a line."""
+    name = session.session_id
+    known = await session.branches()
+    target = next((branch for branch in known if branch.tip == tip), None)
+    if target is None:
+        tips = ', '.join(branch.tip for branch in known)
+        raise ValueError(f'Session {name!r} has no branch {tip!r}; its branches are {tips}.')
+    if target.active:
+        return f'Branch {tip} is the active path of {name!r} already; nothing changed.'
+    await session.switch(tip)
+    where = '' if target.forked_at is None else f', forked at {target.forked_at}'
+    return f'Switched {name!r} to branch {tip}: {_plural(target.message_count, "message")}{where}.'
+
+
+@main.command()
+@click.argument('session_id', metavar='ID')
+@scope_option
+@json_option
+@db_option
+@pass_settings
+def branches(settings: Settings, session_id: str, scope: str | None, as_json: bool) -> None:
+    """Show a session's branches as a tree, the active one marked.
+
+    Each branch is a path through the session: rewinding, regenerating or editing keeps the path left
+    as a branch. For each: its tip (for `switch` and `history --branch`), its message count, where it
+    forks from the branch above it, its last update and the start of its last user prompt.
+    """
+
+    async def query(store: SessionStore) -> tuple[list[Branch], dict[str, str | None]]:
+        session = await stored_session(store, session_id, scope)
+        return await session.branches(), await parents_of(store, session_id)
+
+    found, parents = run(settings, read(settings, query))
+    if as_json:
+        echo_json([record_json(branch) for branch in found])
+        return
+    out.print(branch_tree(session_id, found, parents), soft_wrap=False)
+    if len(found) > 1:
+        words = ['--scope', scope] if scope else []
+        show = settings.command('history', session_id, '--branch', 'TIP', *words)
+        print_suggestion(
+            settings, f'\nRead one: {show}\nMake it active: {settings.command("switch", session_id, "TIP")}'
+        )
+
+
+@main.command()
+@click.argument('session_id', metavar='ID')
+@click.argument('position', type=int)
+@scope_option
+@db_option
+@pass_settings
+def rewind(settings: Settings, session_id: str, position: int, scope: str | None) -> None:
+    """Make a session's active path its first POSITION messages.
+
+    The messages after them are not deleted: they stay as a branch (see `branches`), which `switch`
+    makes active again. POSITION must not separate a tool call from its return.
+    """
+
+    async def work() -> str:
+        async with open_store(settings, 'write') as store:
+            return await rewind_session(await stored_session(store, session_id, scope), position)
+
+    out.print(run(settings, work()))
+
+
+@main.command()
+@click.argument('session_id', metavar='ID')
+@click.argument('tip', metavar='TIP')
+@scope_option
+@db_option
+@pass_settings
+def switch(settings: Settings, session_id: str, tip: str, scope: str | None) -> None:
+    """Make the branch TIP a session's active path.
+
+    TIP is a branch's id as `branches` lists it. The path left stays a branch; the next run continues
+    the one switched to, from its own window and summaries.
+    """
+
+    async def work() -> str:
+        async with open_store(settings, 'write') as store:
+            return await switch_session(await stored_session(store, session_id, scope), tip)
+
+    out.print(run(settings, work()))
+
+
+@main.command()
+@click.argument('session_id', metavar='ID')
+@click.option('--at', 'at', type=int, required=True, metavar='N', help='Copy the first N messages of the active path.')
+@click.option('--to', 'new_session_id', required=True, metavar='NEW', help='The new session id (must be free).')
+@scope_option
+@db_option
+@pass_settings
+def fork(settings: Settings, session_id: str, at: int, new_session_id: str, scope: str | None) -> None:
+    """Copy the first N messages of a session's active path into a new session.
+
+    The new session gets copies of the messages and of the summaries over them, so its first run
+    resumes from a stored summary; it keeps the source's scope. The source is left as it was.
+    """
+
+    async def work() -> str | None:
+        async with open_store(settings, 'write') as store:
+            return (await store.fork(session_id, at=at, new_session_id=new_session_id, scope=scope)).scope
+
+    new_scope = run(settings, work())
+    under = f' (scope {new_scope!r})' if new_scope is not None else ''
+    out.print(f'Forked {session_id!r} at {_plural(at, "message")} into {new_session_id!r}{under}.')
