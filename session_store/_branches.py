@@ -182,6 +182,7 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
                     active=segment.pk == row.active_segment_pk,
                     message_count=length,
                     forked_at=None if segment.parent_pk is None else segment.starts_at,
+                    parent=None if segment.parent_pk is None else str(segment.parent_pk),
                     updated_at=utc(last if last is not None else segment.created_at),
                     preview=_preview(await _last_prompt(db, session_id, spans)),
                 )

@@ -80,6 +80,8 @@ class Branch:
     """How many messages the path holds, from the start of the session."""
     forked_at: int | None
     """The position where it leaves the path it branched from; `None` for the session's first path."""
+    parent: str | None
+    """The tip of the branch it forked from; `None` for the session's first path."""
     updated_at: datetime
     """When its last message was stored."""
     preview: str | None

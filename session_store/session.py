@@ -11,7 +11,7 @@ from typing import Any
 
 import pydantic
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.result import StreamedRunResult
 from pydantic_ai.run import AgentRun, AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests
@@ -116,7 +116,7 @@ class Session:
     async def _run(
         self, agent: Agent[Any, Any], user_prompt: Any, kwargs: dict[str, Any], *, rewind_to: int | None = None
     ) -> AgentRunResult[Any]:
-        async with self._turn(kwargs, rewind_to=rewind_to) as run:
+        async with self._turn(kwargs, user_prompt, rewind_to=rewind_to) as run:
             result = await agent.run(user_prompt, **self._agent_kwargs(run, kwargs))
             await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
         return result
@@ -127,7 +127,7 @@ class Session:
     ) -> AsyncIterator[StreamedRunResult[Any, Any]]:
         """`agent.run_stream(...)` through this session; the run is stored once the stream completes."""
         async with (
-            self._turn(kwargs) as run,
+            self._turn(kwargs, user_prompt) as run,
             agent.run_stream(user_prompt, **self._agent_kwargs(run, kwargs)) as stream,
         ):
             yield stream
@@ -144,7 +144,7 @@ class Session:
     ) -> AsyncIterator[AgentRun[Any, Any]]:
         """`agent.iter(...)` through this session; the run is stored if it reaches its end."""
         async with (
-            self._turn(kwargs) as run,
+            self._turn(kwargs, user_prompt) as run,
             agent.iter(user_prompt, **self._agent_kwargs(run, kwargs)) as agent_run,
         ):
             yield agent_run
@@ -169,7 +169,9 @@ class Session:
         return await read_summaries(self._database, self.session_id, scope=self.scope)
 
     @asynccontextmanager
-    async def _turn(self, kwargs: dict[str, Any], *, rewind_to: int | None = None) -> AsyncIterator[_Run]:
+    async def _turn(
+        self, kwargs: dict[str, Any], user_prompt: Any, *, rewind_to: int | None = None
+    ) -> AsyncIterator[_Run]:
         """One run's hold on the session: the lease if it waits, a rewind if asked, and the window it starts from."""
         for name in _RESERVED:
             if name in kwargs:
@@ -177,7 +179,14 @@ class Session:
         async with self._hold():
             if rewind_to is not None:
                 await rewind(self._database, self.session_id, self.scope, rewind_to)
-            yield await self._start()
+            run = await self._start()
+            if user_prompt is not None and run.loaded.messages and isinstance(run.loaded.messages[-1], ModelRequest):
+                # pydantic-ai would merge the new prompt into that request, rewriting a stored message.
+                raise ValueError(
+                    f'Session {self.session_id!r} ends with a request still to be answered (a rewind to just before '
+                    'an answer): run it with no prompt to answer it, or rewind to a turn boundary to send a new one.'
+                )
+            yield run
 
     @asynccontextmanager
     async def _hold(self) -> AsyncIterator[None]:

@@ -88,6 +88,7 @@ async def test_each_branch_sees_only_its_own_path_and_summaries(store_factory: S
     first = next(b for b in branches if b.forked_at is None)
     assert first.message_count == len(path_a) and first.preview == 'Turn M15'
     assert {b.forked_at for b in branches} == {None, fork, last_prompt + 1}
+    assert {b.parent for b in branches} == {None, first.tip, next(b.tip for b in branches if b.forked_at == fork)}
 
     await session_2.switch(first.tip)
     assert await session_2.history() == path_a

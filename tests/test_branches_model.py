@@ -20,7 +20,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import SummarizationProcessor
@@ -103,6 +103,7 @@ class Branching(RuleBasedStateMachine):
     def path(self) -> Path_:
         return self.tree.paths[self.tree.active]
 
+    @precondition(lambda self: not self.awaits_answer())
     @rule(count=st.integers(1, 3))
     def converse(self, count: int) -> None:
         agent = scripted_agent(ParallelToolAssistant())
@@ -110,6 +111,19 @@ class Branching(RuleBasedStateMachine):
             self.turn += 1
             result = self.run(self.session.run(agent, f'Turn M{self.turn}'))
             self.path.messages += result.new_messages()
+
+    def awaits_answer(self) -> bool:
+        """Whether the active path ends with a request, as after a rewind to just before an answer."""
+        return bool(self.path.messages) and isinstance(self.path.messages[-1], ModelRequest)
+
+    @precondition(lambda self: self.awaits_answer())
+    @rule()
+    def answer(self) -> None:
+        """Answer the request the path ends with: a run with no prompt (what `regenerate` does)."""
+        with pytest.raises(ValueError, match='ends with a request still to be answered'):
+            self.run(self.session.run(scripted_agent(ParallelToolAssistant()), 'Turn M0'))
+        result = self.run(self.session.run(scripted_agent(ParallelToolAssistant())))
+        self.path.messages += result.new_messages()
 
     @precondition(lambda self: len(self.path.messages) > 0)
     @rule(data=st.data())

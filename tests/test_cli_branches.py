@@ -105,8 +105,8 @@ def test_branches_shows_the_tree_with_the_active_branch_marked(tree: str) -> Non
 
     listed = json.loads(ok(invoke(tree, 'branches', 'demo', '--scope', 'u1', '--json')))
     assert [{k: v for k, v in b.items() if k != 'updated_at'} for b in listed] == [
-        {'tip': '1', 'active': False, 'message_count': 12, 'forked_at': None, 'preview': 'Turn M2'},
-        {'tip': '2', 'active': True, 'message_count': 16, 'forked_at': 8, 'preview': 'Turn M101'},
+        {'tip': '1', 'active': False, 'message_count': 12, 'forked_at': None, 'parent': None, 'preview': 'Turn M2'},
+        {'tip': '2', 'active': True, 'message_count': 16, 'forked_at': 8, 'parent': '1', 'preview': 'Turn M101'},
     ]
     assert [b['updated_at'] for b in listed] == [b.updated_at.isoformat() for b in branches(tree)]
 

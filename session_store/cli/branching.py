@@ -12,10 +12,8 @@ from collections.abc import Sequence
 import click
 from rich.text import Text
 from rich.tree import Tree
-from sqlalchemy import select
 
 from ..results import Branch
-from ..rows import SegmentRow, SessionRow
 from ..session import Session
 from ..store import SessionStore
 from ._app import db_option, json_option, main, pass_settings, scope_option
@@ -26,7 +24,6 @@ __all__ = (
     'branch_tree',
     'branches',
     'fork',
-    'parents_of',
     'rewind',
     'rewind_session',
     'stored_session',
@@ -42,18 +39,6 @@ async def stored_session(store: SessionStore, session_id: str, scope: str | None
     """The stored session, never creating one: an unknown id fails as `history` does."""
     await store.history(session_id, scope=scope, limit=0)
     return await store.session(session_id, scope=scope)
-
-
-async def parents_of(store: SessionStore, session_id: str) -> dict[str, str | None]:
-    """Each branch tip of the session with the tip of the branch it forked from (`None` for the first)."""
-    query = (
-        select(SegmentRow.pk, SegmentRow.parent_pk)
-        .join(SessionRow, SessionRow.pk == SegmentRow.session_pk)
-        .where(SessionRow.session_id == session_id)
-    )
-    async with store.engine.connect() as connection:
-        rows = (await connection.execute(query)).all()
-    return {str(pk): None if parent is None else str(parent) for pk, parent in rows}
 
 
 def _plural(count: int, word: str) -> str:
@@ -74,7 +59,7 @@ def _label(branch: Branch) -> Text:
     )
 
 
-def branch_tree(session_id: str, branches: Sequence[Branch], parents: dict[str, str | None]) -> Tree:
+def branch_tree(session_id: str, branches: Sequence[Branch]) -> Tree:
     """The branches as a tree, each under the one it forked from, oldest first, the active one marked."""
     tree = Tree(
         Text(f'Session {session_id!r}: {len(branches)} branch{"" if len(branches) == 1 else "es"} ({ACTIVE} active)'),
@@ -82,8 +67,7 @@ def branch_tree(session_id: str, branches: Sequence[Branch], parents: dict[str, 
     )
     nodes: dict[str, Tree] = {}
     for branch in branches:  # oldest first, so a branch's parent is already placed
-        parent = parents.get(branch.tip)
-        nodes[branch.tip] = nodes.get(parent or '', tree).add(_label(branch))
+        nodes[branch.tip] = nodes.get(branch.parent or '', tree).add(_label(branch))
     return tree
 
 
@@ -131,15 +115,14 @@ def branches(settings: Settings, session_id: str, scope: str | None, as_json: bo
     forks from the branch above it, its last update and the start of its last user prompt.
     """
 
-    async def query(store: SessionStore) -> tuple[list[Branch], dict[str, str | None]]:
-        session = await stored_session(store, session_id, scope)
-        return await session.branches(), await parents_of(store, session_id)
+    async def query(store: SessionStore) -> list[Branch]:
+        return await (await stored_session(store, session_id, scope)).branches()
 
-    found, parents = run(settings, read(settings, query))
+    found = run(settings, read(settings, query))
     if as_json:
         echo_json([record_json(branch) for branch in found])
         return
-    out.print(branch_tree(session_id, found, parents), soft_wrap=False)
+    out.print(branch_tree(session_id, found), soft_wrap=False)
     if len(found) > 1:
         words = ['--scope', scope] if scope else []
         show = settings.command('history', session_id, '--branch', 'TIP', *words)

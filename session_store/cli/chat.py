@@ -18,7 +18,7 @@ from ..store import SessionStore
 from ._app import db_option, main, pass_settings, scope_option
 from ._render import render_messages, role
 from ._runtime import Settings, err, open_store, out, run
-from .branching import branch_tree, parents_of, rewind_session, switch_session
+from .branching import branch_tree, rewind_session, switch_session
 
 __all__ = ('chat', 'resolve_model')
 
@@ -141,10 +141,7 @@ async def _command(store: SessionStore, session: Session, agent: Agent[None, str
         elif name == '/switch' and argument:
             out.print(await switch_session(session, argument))
         elif name == '/branches' and not argument:
-            tree = branch_tree(
-                session.session_id, await session.branches(), await parents_of(store, session.session_id)
-            )
-            out.print(tree, soft_wrap=False)
+            out.print(branch_tree(session.session_id, await session.branches()), soft_wrap=False)
         elif name == '/regenerate' and not argument:
             result = await session.regenerate(agent)
             archived = (await store.window(session.session_id, scope=session.scope)).message_count
