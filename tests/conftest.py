@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from session_store import SessionStore
+from session_store.cli import _runtime
 from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
 
 
@@ -63,3 +64,10 @@ async def store_factory(db_url: str) -> AsyncIterator[Callable[..., SessionStore
     yield open_store
     for store in opened:
         await store.close()
+
+
+@pytest.fixture
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich wraps at 80 columns off a terminal; keep CLI lines whole for the assertions."""
+    for console in (_runtime.out, _runtime.err):
+        monkeypatch.setattr(console, '_width', 200)

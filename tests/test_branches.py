@@ -35,17 +35,26 @@ async def converse(session: Session, assistant: ParallelToolAssistant, turns: ra
     return made
 
 
-async def test_each_branch_sees_only_its_own_path_and_summaries(store_factory: StoreFactory) -> None:
+@pytest.mark.parametrize(
+    ('turns_a', 'turns_b'),
+    [(16, 10), pytest.param(40, 20, marks=pytest.mark.slow, id='40-turns-then-20')],
+)
+async def test_each_branch_sees_only_its_own_path_and_summaries(
+    store_factory: StoreFactory, turns_a: int, turns_b: int
+) -> None:
+    """A summarizing session of `turns_a` turns, rewound to its middle, `turns_b` turns on the new branch, its
+    last answer regenerated, a restart, a switch back, and 12 more turns on the first branch."""
+    middle = turns_a // 2
     summarizer = RecordingSummarizer()
     store = store_factory(processor=summarizing(summarizer))
     session = await store.session('tree')
     assistant = ParallelToolAssistant()
-    path_a = await converse(session, assistant, range(16))
+    path_a = await converse(session, assistant, range(turns_a))
     chain_a = await store.summaries('tree')
     assert len(chain_a) >= 3
 
-    # Rewind to the start of turn 8: turns 8-15 stay stored, as a branch.
-    fork = 4 * 8
+    # Rewind to the start of the middle turn: the turns after it stay stored, as a branch.
+    fork = 4 * middle
     await session.rewind(fork)
     assert await session.history() == path_a[:fork]
     a_only = {summary.text for summary in chain_a if summary.covers_to > fork}
@@ -53,14 +62,16 @@ async def test_each_branch_sees_only_its_own_path_and_summaries(store_factory: S
 
     assistant.requests.clear()
     made_on_a = len(summarizer.inputs)  # summaries are numbered on: texts stay distinct across branches
-    path_b = path_a[:fork] + await converse(session, assistant, range(100, 110))
+    path_b = path_a[:fork] + await converse(session, assistant, range(100, 100 + turns_b))
     for request in assistant.requests:
-        assert not turns_seen(request) & set(range(8, 16)), 'a request on the new branch saw the branch it left'
+        assert not turns_seen(request) & set(range(middle, turns_a)), (
+            'a request on the new branch saw the branch it left'
+        )
         assert not {text for text in a_only if text in str(request)}, 'a summary of the other branch leaked'
     made_on_b = summarizer.inputs[made_on_a:]
     assert made_on_b, 'the new branch was summarized too'
     for prompt in made_on_b:
-        assert not turns_seen([prompt]) & set(range(8, 16))  # type: ignore[list-item]
+        assert not turns_seen([prompt]) & set(range(middle, turns_a))  # type: ignore[list-item]
         assert not {text for text in a_only if text in prompt}, 'a summary of the other branch was extended'
     summarized = [set(MARKER.findall(block)) for prompt in made_on_b for block in NEW_MESSAGES.findall(prompt)]
     assert all(not (a & b) for i, a in enumerate(summarized) for b in summarized[i + 1 :]), 'a message summarized twice'
@@ -72,7 +83,7 @@ async def test_each_branch_sees_only_its_own_path_and_summaries(store_factory: S
     # Regenerate the last answer: the old one stays a branch.
     agent = scripted_agent(assistant)
     regenerated = await session.regenerate(agent)
-    last_prompt = 4 * (8 + 9)
+    last_prompt = 4 * (middle + turns_b - 1)
     path_b2 = path_b[: last_prompt + 1] + regenerated.new_messages()
     assert await session.history() == path_b2
     await store.close()
@@ -86,7 +97,7 @@ async def test_each_branch_sees_only_its_own_path_and_summaries(store_factory: S
     assert len(branches) == 3
     assert [b.active for b in branches] == [False, False, True]
     first = next(b for b in branches if b.forked_at is None)
-    assert first.message_count == len(path_a) and first.preview == 'Turn M15'
+    assert first.message_count == len(path_a) and first.preview == f'Turn M{turns_a - 1}'
     assert {b.forked_at for b in branches} == {None, fork, last_prompt + 1}
     assert {b.parent for b in branches} == {None, first.tip, next(b.tip for b in branches if b.forked_at == fork)}
 
@@ -94,14 +105,16 @@ async def test_each_branch_sees_only_its_own_path_and_summaries(store_factory: S
     assert await session_2.history() == path_a
     assert await store_2.summaries('tree') == chain_a
     window = await session_2.context()
-    assert not turns_seen(window) & set(range(100, 110))
+    assert not turns_seen(window) & set(range(100, 100 + turns_b))
 
     assistant_2 = ParallelToolAssistant()
     path_a2 = path_a + await converse(session_2, assistant_2, range(200, 212))
     for request in assistant_2.requests:
-        assert not turns_seen(request) & set(range(100, 110)), 'a request on the first branch saw another branch'
+        assert not turns_seen(request) & set(range(100, 100 + turns_b)), (
+            'a request on the first branch saw another branch'
+        )
     for prompt in summarizer_2.inputs:
-        assert not turns_seen([prompt]) & set(range(100, 110))  # type: ignore[list-item]
+        assert not turns_seen([prompt]) & set(range(100, 100 + turns_b))  # type: ignore[list-item]
     assert await session_2.history() == path_a2
     assert len(await session_2.branches()) == 3
 

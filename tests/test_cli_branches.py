@@ -17,38 +17,19 @@ from click.testing import CliRunner, Result
 from pydantic_ai.messages import ModelMessage
 
 from session_store import SessionStore
-from session_store.cli import _runtime, main
+from session_store.cli import main
 from session_store.results import Branch
 from testkit.scripted import ParallelToolAssistant, scripted_agent
+from tests._cli import fails, ok
 
 T = TypeVar('T')
 
 
-@pytest.fixture(autouse=True)
-def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rich wraps at 80 columns off a terminal; keep tree lines whole for the assertions."""
-    for console in (_runtime.out, _runtime.err):
-        monkeypatch.setattr(console, '_width', 200)
+pytestmark = pytest.mark.usefixtures('wide_console')
 
 
 def invoke(url: str, *args: str, stdin: str | None = None) -> Result:
     return CliRunner().invoke(main, ['--db', url, *args], input=stdin)
-
-
-def ok(result: Result) -> str:
-    assert result.exit_code == 0, (result.exit_code, result.output, result.exception)
-    return result.stdout
-
-
-def fails(result: Result, *fragments: str) -> str:
-    """Exit code 1 and exactly one line on stderr, `Error: ...`, holding every fragment."""
-    assert result.exit_code == 1, (result.exit_code, result.output, result.exception)
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('Error: '), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def on_store(url: str, work: Callable[[SessionStore], Awaitable[T]]) -> T:

@@ -15,9 +15,10 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy.exc import OperationalError
 
-from session_store.cli import _runtime, main
+from session_store.cli import main
 from session_store.cli._demo_run import run_turns
 from session_store.cli._runtime import Settings, open_store
+from tests._cli import fails
 
 REVIEW = (
     ['sessions'],
@@ -30,11 +31,7 @@ REVIEW = (
 """Every command that only reads, with arguments that find something in the demo session."""
 
 
-@pytest.fixture(autouse=True)
-def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rich wraps at 80 columns off a terminal; keep table headers and report lines whole for the assertions."""
-    for console in (_runtime.out, _runtime.err):
-        monkeypatch.setattr(console, '_width', 200)
+pytestmark = pytest.mark.usefixtures('wide_console')
 
 
 @pytest.fixture(scope='module')
@@ -56,17 +53,6 @@ def db(demo_file: Path, tmp_path: Path) -> Path:
 
 def invoke(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
-
-
-def fails(result: Result, *fragments: str) -> str:
-    """Exit code 1 and exactly one line on stderr, `Error: ...`, holding every fragment."""
-    assert result.exit_code == 1, (result.exit_code, result.output, result.exception)
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('Error: '), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def snapshot(folder: Path) -> dict[str, tuple[str, int]]:
