@@ -195,7 +195,7 @@ def test_random_branching_agrees_with_the_model() -> None:
     run_state_machine_as_test(
         Branching,
         settings=settings(
-            max_examples=10, stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
+            max_examples=6, stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
         ),
     )
 

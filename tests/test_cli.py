@@ -181,6 +181,7 @@ def test_demo_runs_offline_and_leaves_a_database_the_other_commands_read(tmp_pat
 # Reviewing, on both backends
 
 
+@pytest.mark.slow_on_postgresql
 def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) -> None:
     report = ok(cli('demo', '--turns', '24', db=db_url, cwd=tmp_path))
     if make_url(db_url).password is None:

@@ -84,6 +84,7 @@ def test_the_migrations_are_found_as_package_resources() -> None:
     assert head_revision() == sorted(p.name for p in (found / 'versions').glob('0*.py'))[-1][:4]
 
 
+@pytest.mark.slow
 def test_alembic_upgrade_head_works_from_a_checkout(tmp_path: Path) -> None:
     url = f'sqlite+aiosqlite:///{tmp_path / "checkout.db"}'
     environment = {**os.environ, 'SESSION_STORE_URL': url}

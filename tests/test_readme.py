@@ -160,6 +160,7 @@ def test_offline_rewrites_every_provider_model() -> None:
     assert offline(source) == "Agent(offline_model(), x=offline_model()); TiktokenCounter('gpt-4.1')"
 
 
+@pytest.mark.slow  # each block runs as its own program, in a new process
 @pytest.mark.parametrize('block', BLOCKS, ids=[block.id for block in BLOCKS])
 def test_readme_block(block: Block, tmp_path: Path) -> None:
     expected = block.expected_output()

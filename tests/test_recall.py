@@ -48,7 +48,7 @@ def text_of(messages: list[ModelMessage]) -> str:
     return ' '.join(str(getattr(part, 'content', '')) for message in messages for part in message.parts)
 
 
-@pytest.mark.slow_on_postgresql
+@pytest.mark.slow
 async def test_an_order_number_summarized_away_is_recalled_after_200_turns(store_factory: StoreFactory) -> None:
     summarizer = RecordingSummarizer()  # its summaries never carry order numbers
     processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 40), keep=('messages', 12))
