@@ -19,7 +19,7 @@ from ._codec import decode, load_usage, now, utc
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
 from ._run_state import NewSummary
-from ._tree import Span, best_summary, on_path, path_spans, span_at, summary_chain_on, truncated
+from ._tree import Span, best_summary, on_path, path_spans, span_at, spans_of, summary_chain_on, truncated
 from .errors import SessionConflict
 from .results import Branch
 from .rows import MessageRow, SegmentRow, SessionRow
@@ -172,10 +172,11 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
                 .order_by(SegmentRow.pk)
             )
         ).all()
+        tree = {segment.pk: (segment.parent_pk, segment.starts_at) for segment, _, _ in segments}
         branches = []
         for segment, count, last in segments:
             length = segment.starts_at + (count or 0)
-            spans = await path_spans(db, row.pk, segment.pk, length)
+            spans = spans_of(tree, segment.pk, length)
             branches.append(
                 Branch(
                     tip=str(segment.pk),
