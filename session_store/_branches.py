@@ -7,6 +7,8 @@ made active resumes from the last summary wholly on it, so no summary of another
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic_ai.messages import UserPromptPart
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -19,12 +21,23 @@ from ._codec import decode, load_usage, now, utc
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
 from ._run_state import NewSummary
-from ._tree import Span, best_summary, on_path, path_spans, span_at, spans_of, summary_chain_on, truncated
+from ._tree import (
+    Span,
+    best_summary,
+    entry_at,
+    on_path,
+    path_spans,
+    session_segments,
+    span_at,
+    spans_of,
+    summary_chain_on,
+    truncated,
+)
 from .errors import SessionConflict
 from .results import Branch
 from .rows import MessageRow, SegmentRow, SessionRow
 
-__all__ = ('fork', 'last_prompt_position', 'list_branches', 'rewind', 'switch')
+__all__ = ('fork', 'last_prompt_position', 'list_branches', 'move_head', 'rewind', 'switch')
 
 _PREVIEW = 80
 """How many characters of a branch's last user prompt `branches()` shows."""
@@ -47,19 +60,11 @@ async def rewind(database: Database, session_id: str, scope: str | None, positio
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
         await _check_pair_safe(db, session_id, spans, position)
         parent = span_at(spans, position - 1).segment_pk if position > 0 else None
+        left = await entry_at(db, active_segment(row), row.message_count - 1)
+        head_end, window_start = await _window_of(db, row, truncated(spans, position), prefix=True)
         await _leave_path(db, row)
-        segment_pk = await db.scalar(
-            insert(SegmentRow)
-            .values(session_pk=row.pk, parent_pk=parent, starts_at=position, created_at=now())
-            .returning(SegmentRow.pk)
-        )
-        assert segment_pk is not None
-        head_end = min(row.head_end, position)
-        if row.window_start < position:  # the window the path had still fits the part kept, and leaves it a tail
-            window_start = row.window_start
-        else:
-            window_start = await _resumed_tail(db, row.pk, truncated(spans, position), head_end)
-        await _activate(db, row, int(segment_pk), position, head_end, window_start)
+        segment_pk = await _new_segment(db, row.pk, parent, position)
+        await _activate(db, row, segment_pk, position, head_end, window_start, _left(row.branches, left))
 
     await database.write(session_id, work)
 
@@ -83,15 +88,48 @@ async def switch(database: Database, session_id: str, scope: str | None, tip: st
             return
         own = await db.scalar(select(func.count()).where(MessageRow.segment_pk == target.pk)) or 0
         length = target.starts_at + own
+        spans = await path_spans(db, row.pk, target.pk, length)
+        head_end, window_start = await _window_of(db, row, spans, saved=target)
+        left = await entry_at(db, active_segment(row), row.message_count - 1)
+        reached = await entry_at(db, target.pk, length - 1)
         await _leave_path(db, row)
-        if target.head_end is not None and target.window_start is not None:
-            head_end, window_start = target.head_end, target.window_start
-        else:  # never active since it was made: its window starts at its best summary
-            head_end = min(row.head_end, length)
-            window_start = await _resumed_tail(db, row.pk, await path_spans(db, row.pk, target.pk, length), head_end)
-        await _activate(db, row, target.pk, length, head_end, window_start)
+        branches = [tip for tip in _left(row.branches, left) if tip != reached]
+        await _activate(db, row, target.pk, length, head_end, window_start, branches)
 
     await database.write(session_id, work)
+
+
+async def move_head(db: AsyncSession, row: SessionRow, at: tuple[int, int] | None, *, length: int) -> tuple[int, int]:
+    """Make the path ending with the message at `at` (segment, position) active; the empty path for `None`.
+
+    What the session's conversation-store record says when its head moves: appends then continue from
+    there, in that segment if the message is its last, else in a new segment forked after it (a new root
+    for the empty path). The path left keeps its window, as with `switch`. The caller has already
+    claimed the session row under its revision, and says the active path's `length` before the move.
+    Returns the active segment and the new path's length.
+    """
+    segments = await session_segments(db, row.pk)
+    current = spans_of(segments, active_segment(row), length)
+    if at is None:
+        parent, length, target = None, 0, None
+        spans: list[Span] = []
+    else:
+        parent, length = at[0], at[1] + 1
+        continued = await db.scalar(
+            select(MessageRow.pk).where(MessageRow.segment_pk == parent, MessageRow.position == length)
+        )
+        target = None if continued is not None else await db.get(SegmentRow, parent)
+        spans = spans_of(segments, parent, length)
+    prefix = at is not None and any(s.segment_pk == at[0] and s.start <= at[1] < s.end for s in current)
+    head_end, window_start = await _window_of(db, row, spans, saved=target, prefix=prefix)
+    await _leave_path(db, row)
+    segment_pk = target.pk if target is not None else await _new_segment(db, row.pk, parent, length)
+    await db.execute(
+        update(SessionRow)
+        .where(SessionRow.pk == row.pk)
+        .values(active_segment_pk=segment_pk, message_count=length, head_end=head_end, window_start=window_start)
+    )
+    return segment_pk, length
 
 
 async def fork(
@@ -236,6 +274,23 @@ async def _leave_path(db: AsyncSession, row: SessionRow) -> None:
         await db.execute(delete(SegmentRow).where(SegmentRow.pk == segment_pk))
 
 
+async def _window_of(
+    db: AsyncSession, row: SessionRow, spans: list[Span], *, saved: SegmentRow | None = None, prefix: bool = False
+) -> tuple[int, int]:
+    """The window (head end, tail start) of the path `spans` when it becomes active.
+
+    A branch tip resumes the window it was left with; a prefix of the active path keeps the active
+    window when that still leaves it a tail; any other path resumes after its last summary wholly on it.
+    """
+    if saved is not None and saved.head_end is not None and saved.window_start is not None:
+        return saved.head_end, saved.window_start
+    length = spans[-1].end if spans else 0
+    head_end = min(row.head_end, length)
+    if prefix and row.window_start < length:
+        return head_end, row.window_start
+    return head_end, await _resumed_tail(db, row.pk, spans, head_end)
+
+
 async def _resumed_tail(db: AsyncSession, session_pk: int, spans: list[Span], head_end: int) -> int:
     """Where a path's tail starts when its window is rebuilt: after the last summary wholly on it, else the head.
 
@@ -246,8 +301,30 @@ async def _resumed_tail(db: AsyncSession, session_pk: int, spans: list[Span], he
     return head_end if summary is None else max(head_end, summary.covers_to)
 
 
+async def _new_segment(db: AsyncSession, session_pk: int, parent: int | None, starts_at: int) -> int:
+    segment_pk = await db.scalar(
+        insert(SegmentRow)
+        .values(session_pk=session_pk, parent_pk=parent, starts_at=starts_at, created_at=now())
+        .returning(SegmentRow.pk)
+    )
+    assert segment_pk is not None
+    return int(segment_pk)
+
+
+def _left(branches: list[Any], tip: str | None) -> list[str]:
+    """The record's branch tips once the path ending in `tip` is left: it becomes the newest (pydantic-ai's order)."""
+    kept = [str(t) for t in branches or () if t != tip]
+    return kept if tip is None else [*kept, tip]
+
+
 async def _activate(
-    db: AsyncSession, row: SessionRow, segment_pk: int, length: int, head_end: int, window_start: int
+    db: AsyncSession,
+    row: SessionRow,
+    segment_pk: int,
+    length: int,
+    head_end: int,
+    window_start: int,
+    branches: list[str],
 ) -> None:
     moved = await db.execute(
         update(SessionRow)
@@ -257,6 +334,7 @@ async def _activate(
             message_count=length,
             head_end=head_end,
             window_start=window_start,
+            branches=branches,
             revision=new_token(),
             updated_at=now(),
         )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVarTuple
 
-from sqlalchemy import CTE, ColumnElement, CompoundSelect, Select, and_, desc, false, or_, select, union_all
+from sqlalchemy import CTE, ColumnElement, CompoundSelect, Select, and_, desc, false, func, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -23,8 +23,10 @@ __all__ = (
     'Span',
     'active_paths',
     'best_summary',
+    'entry_at',
     'on_path',
     'path_spans',
+    'session_segments',
     'span_at',
     'spans_of',
     'summary_chain_on',
@@ -45,14 +47,38 @@ Segments = dict[int, tuple[int | None, int]]
 """A session's segments: each one's parent and the position it starts at."""
 
 
-async def path_spans(db: AsyncSession, session_pk: int, segment_pk: int, length: int) -> list[Span]:
-    """The first `length` positions of the path ending in `segment_pk`, as spans from the root on."""
+async def session_segments(db: AsyncSession, session_pk: int) -> Segments:
+    """The session's segments, each with its parent and the position it starts at: one SELECT."""
     rows = (
         await db.execute(
             select(SegmentRow.pk, SegmentRow.parent_pk, SegmentRow.starts_at).where(SegmentRow.session_pk == session_pk)
         )
     ).all()
-    return spans_of({pk: (parent, starts_at) for pk, parent, starts_at in rows}, segment_pk, length)
+    return {pk: (parent, starts_at) for pk, parent, starts_at in rows}
+
+
+async def path_spans(db: AsyncSession, session_pk: int, segment_pk: int, length: int) -> list[Span]:
+    """The first `length` positions of the path ending in `segment_pk`, as spans from the root on."""
+    return spans_of(await session_segments(db, session_pk), segment_pk, length)
+
+
+async def entry_at(db: AsyncSession, segment_pk: int, position: int) -> str | None:
+    """The entry id at `position` of the path ending in `segment_pk` (its own, else its parent's); `None` below 0.
+
+    A segment's parent holds the position just before the segment starts, so the two rows asked for
+    cover every position a caller asks for: a path's last message, possibly in the segment it forked from.
+    """
+    if position < 0:
+        return None
+    own = select(MessageRow.entry_id).where(MessageRow.segment_pk == segment_pk, MessageRow.position == position)
+    parent = aliased(SegmentRow, name='child')
+    inherited = (
+        select(MessageRow.entry_id)
+        .join(parent, parent.parent_pk == MessageRow.segment_pk)
+        .where(parent.pk == segment_pk, MessageRow.position == position)
+    )
+    found = await db.scalar(select(func.coalesce(own.scalar_subquery(), inherited.scalar_subquery())))
+    return None if found is None else str(found)
 
 
 def spans_of(segments: Segments, segment_pk: int, length: int) -> list[Span]:

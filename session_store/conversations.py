@@ -7,17 +7,18 @@ conversation is a `sessions` row and its entries are that session's `messages` r
 The mapping:
 
 - `ConversationRecord` <-> a `sessions` row: `conversation_id` is `session_id`, `revision` is the
-  row's revision, and `head_id` is the `entry_id` of the message at `message_count - 1` of its active
-  segment (`None`
-  while the session has no messages), so the head is never stored twice and can't drift.
+  row's revision, and `head_id` is the `entry_id` of the last message on its active path (`None`
+  while that path is empty), so the head is never stored twice and can't drift. `branches` is
+  stored as the record gives it.
 - `ConversationEntry` <-> a `messages` row: `id` is `entry_id`, `message` the decoded payload, and
-  `parent_id` the `entry_id` at `position - 1` in the same session (`None` at position 0).
+  `parent_id` the `entry_id` before it on its path (`None` at position 0).
 
-The archive is linear: positions `0..message_count-1`, nothing else. Saves that extend the
-history are appended; anything that would rewrite it or move its head to an earlier message (a
-save of a rewritten history, `branch`) raises `UserError` pointing at `fork`. A fork copies the
-kept messages into the new session rather than sharing entries with the source, so deleting one
-conversation never touches another's messages.
+A conversation is a tree, as in pydantic-ai's own stores: a save whose history leaves the stored one
+(an edit, a regenerate, a rewritten or truncated history) and `branch` move the head to the message
+they continue from, and the path left stays stored, listed in `branches`, reachable by `branch`. In
+`Session` terms the active path moves (`Session.branches()` shows the same tree), and each path keeps
+its own summaries. A fork copies the kept messages into the new conversation rather than sharing
+entries with the source, so deleting one conversation never touches another's messages.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ from sqlalchemy.orm import aliased
 from processors import TokenCounter, count_tokens
 
 from ._archive import add_root_segment, copy_path, insert_messages
+from ._branches import move_head
 from ._codec import decode, dump_usage, load_usage, now, utc
 from ._database import Database
 from ._ids import check_id, new_token
-from ._tree import on_path, path_spans, spans_of
+from ._tree import entry_at, on_path, path_spans, spans_of
 from .errors import SessionConflict
 from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
@@ -85,7 +87,7 @@ def _entries_query() -> Select[str, int, str, str | None, str]:
     return (
         select(
             SessionRow.session_id,
-            MessageRow.position,
+            MessageRow.position.label('position'),  # named, for the union `on_path` orders by it
             MessageRow.entry_id,
             _Parent.entry_id.label('parent_id'),
             MessageRow.payload,
@@ -118,12 +120,10 @@ def _record(row: SessionRow, head_id: str | None) -> ConversationRecord:
     )
 
 
-def _not_linear(conversation_id: str, detail: str) -> UserError:
+def _unstorable(conversation_id: str, detail: str) -> UserError:
     return UserError(
-        f'Conversation {conversation_id!r} cannot be saved: {detail}. SQLConversationStore keeps one linear '
-        'archive per conversation, so a save can only append to its newest message; it cannot rewrite the '
-        'history or branch it from an earlier message. To explore an alternative from an earlier point, fork '
-        f"it into a new conversation instead, with the conversation store's `fork({conversation_id!r}, at=...)`."
+        f'Conversation {conversation_id!r} cannot be saved: {detail}. New entries must form one chain from '
+        "an entry of the conversation (or from none), ending at the record's head, as `save` writes them."
     )
 
 
@@ -141,8 +141,8 @@ class SQLConversationStore(ConversationStore):
 
     What it stores, and how it differs from pydantic-ai's `InMemoryConversationStore`:
 
-    - **Linear.** One archive per conversation; a save appends. Saving a rewritten history and
-      `branch` to an earlier message raise `UserError`; `fork` instead.
+    - **Trees.** A save that diverges from the stored history, and `branch`, keep the path left
+      as a branch, as pydantic-ai's stores do; `SessionStore` sees the same tree.
     - **Forks copy.** `fork` copies the kept messages (payload, text and token count, under new
       entry ids) into the new conversation, which then lives on its own.
     - **Delete erases.** `delete` removes the conversation's messages and summaries with it.
@@ -173,7 +173,8 @@ class SQLConversationStore(ConversationStore):
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
         if scope is not None:
             check_id(scope, 'scope')
-        query = select(SessionRow, _head_entry_id()).order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc())
+        # Ties keep creation order, as pydantic-ai's in-memory store's stable sort does.
+        query = select(SessionRow, _head_entry_id()).order_by(SessionRow.updated_at.desc(), SessionRow.pk)
         if scope is not None:
             query = query.where(SessionRow.scope == scope)
         if limit is not None:
@@ -249,8 +250,8 @@ class SQLConversationStore(ConversationStore):
         Raises:
             SessionConflict: The stored revision isn't `expected_revision` (saved, deleted or created
                 by someone else since it was read), or a forked-from entry is gone.
-            UserError: The entries don't extend the stored head, or `record.head_id` isn't the newest
-                message after appending them: a rewrite or branch, which this linear store refuses.
+            UserError: The entries aren't one chain ending at `record.head_id`, or a new conversation's
+                first entry continues another conversation's (fork that conversation instead).
             ValueError: The conversation id or scope isn't 1 to 255 printable characters.
         """
         conversation_id = check_id(record.conversation_id)
@@ -258,9 +259,9 @@ class SQLConversationStore(ConversationStore):
             check_id(record.scope, 'scope')
         for previous, entry in pairwise(new_entries):
             if entry.parent_id != previous.id:
-                raise _not_linear(conversation_id, f'entry {entry.id!r} does not follow the entry before it')
+                raise _unstorable(conversation_id, f'entry {entry.id!r} does not follow the entry before it')
         if new_entries and record.head_id != new_entries[-1].id:
-            raise _not_linear(conversation_id, "the record's head is not the newest of the entries it adds")
+            raise _unstorable(conversation_id, "the record's head is not the newest of the entries it adds")
         # Counted before the transaction opens: a counter may be slow (a tokenizer, a remote call),
         # and the write lock shouldn't wait on it.
         tokens = [await count_tokens(self._token_counter, [entry.message]) for entry in new_entries]
@@ -278,7 +279,7 @@ class SQLConversationStore(ConversationStore):
         """Insert a new conversation's session row, copying a fork's history; its pk, segment and next position."""
         conversation_id = record.conversation_id
         if new_entries and new_entries[0].parent_id is not None:
-            raise _not_linear(
+            raise _unstorable(
                 conversation_id,
                 f'it is new, but its first message continues entry {new_entries[0].parent_id!r}; fork the '
                 'conversation that entry belongs to, then save the fork',
@@ -320,37 +321,40 @@ class SQLConversationStore(ConversationStore):
         new_entries: Sequence[ConversationEntry],
         expected_revision: str,
     ) -> tuple[int, int, int]:
-        """Move a session row to `record` if its revision is `expected_revision`; its pk, segment and old length."""
+        """Move a session row to `record` if its revision is `expected_revision`; its pk, and where to append.
+
+        New entries that continue another message than the stored head (a rewritten or truncated
+        history saved, an edit, a regenerate), or a head moved without new entries (`branch`), make
+        that message's path the active one first; the path left stays stored.
+        """
         conversation_id = record.conversation_id
         # Optimistic concurrency: the revision check and the write are one statement, which also
         # takes the row's write lock, so no other writer can slip in before the entries are added.
-        moved = (
+        added = len(new_entries)
+        claimed = (
             await db.execute(
                 update(SessionRow)
                 .where(SessionRow.session_id == conversation_id, SessionRow.revision == expected_revision)
-                .values(**_record_columns(record), message_count=SessionRow.message_count + len(new_entries))
+                .values(**_record_columns(record), message_count=SessionRow.message_count + added)
                 .returning(SessionRow.pk, SessionRow.active_segment_pk, SessionRow.message_count)
             )
         ).first()
-        if moved is None:
+        if claimed is None:
             raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
-        session_pk, segment_pk, message_count = moved
+        session_pk, segment_pk, count = claimed
         assert segment_pk is not None
-        start = message_count - len(new_entries)
-        stored_head = await _path_entry(db, segment_pk, start - 1)
-        # Raising rolls the revision update back with everything else.
-        if new_entries and new_entries[0].parent_id != stored_head:
-            raise _not_linear(
-                conversation_id,
-                f'its new messages follow entry {new_entries[0].parent_id!r}, not its newest stored message '
-                f'{stored_head!r} (the history was rewritten, e.g. compacted, or branched)',
-            )
-        if not new_entries and record.head_id != stored_head:
-            raise _not_linear(
-                conversation_id,
-                f'it would move its head from its newest message {stored_head!r} to {record.head_id!r} (a branch)',
-            )
-        return session_pk, segment_pk, start
+        length = count - added
+        attach = new_entries[0].parent_id if new_entries else record.head_id
+        if attach != await entry_at(db, segment_pk, length - 1):
+            # Raising rolls the revision update back with everything else.
+            at = await _locate(db, conversation_id, session_pk, attach)
+            row = await db.get_one(SessionRow, session_pk)
+            segment_pk, length = await move_head(db, row, at, length=length)
+            if added:
+                await db.execute(
+                    update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=length + added)
+                )
+        return session_pk, segment_pk, length
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete the conversation, its messages and its summaries, if its revision is `expected_revision`.
@@ -410,15 +414,23 @@ async def _copy_history(db: AsyncSession, head_id: str, session_pk: int, segment
     return await copy_path(db, spans, head.position + 1, session_pk, segment_pk)
 
 
-async def _path_entry(db: AsyncSession, segment_pk: int, position: int) -> str | None:
-    """The entry id at `position` of the path ending in `segment_pk` (its own, else its parent's); `None` below 0."""
-    if position < 0:
+async def _locate(
+    db: AsyncSession, conversation_id: str, session_pk: int, entry_id: str | None
+) -> tuple[int, int] | None:
+    """Where this conversation's entry `entry_id` is stored: (segment, position); `None` for no entry (the empty path).
+
+    Raises:
+        SessionConflict: The conversation has no such entry (deleted meanwhile, or another conversation's).
+    """
+    if entry_id is None:
         return None
-    own = select(MessageRow.entry_id).where(MessageRow.segment_pk == segment_pk, MessageRow.position == position)
-    inherited = (
-        select(MessageRow.entry_id)
-        .join(_Own, _Own.parent_pk == MessageRow.segment_pk)
-        .where(_Own.pk == segment_pk, MessageRow.position == position)
-    )
-    found = await db.scalar(select(func.coalesce(own.scalar_subquery(), inherited.scalar_subquery())))
-    return None if found is None else str(found)
+    found = (
+        await db.execute(
+            select(MessageRow.segment_pk, MessageRow.position).where(
+                MessageRow.entry_id == entry_id, MessageRow.session_pk == session_pk
+            )
+        )
+    ).first()
+    if found is None:
+        raise SessionConflict(conversation_id, f'has no entry {entry_id!r} to continue from', advice=_RETRY)
+    return found.segment_pk, found.position

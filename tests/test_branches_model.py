@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,11 +61,13 @@ class Tree:
 
 
 class Branching(RuleBasedStateMachine):
+    new_database: Callable[[], str]
+    """Makes each example's new, empty database on the backend under test."""
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.folder = tempfile.TemporaryDirectory()
-        self.url = f'sqlite+aiosqlite:///{Path(self.folder.name) / "tree.db"}'
+        self.url = self.new_database()
         self.tree = Tree([Path_([], 0)])
         self.turn = 0
         self.forks = 0
@@ -91,7 +92,6 @@ class Branching(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.run(self.store.close())
         self.loop.close()
-        self.folder.cleanup()
 
     def sync_tips(self) -> None:
         """Learn the tip of the active branch, which only the store names."""
@@ -191,7 +191,9 @@ class Branching(RuleBasedStateMachine):
         assert all(summary.covers_to <= len(self.path.messages) for summary in chain)
 
 
-def test_random_branching_agrees_with_the_model() -> None:
+@pytest.mark.slow_on_postgresql
+def test_random_branching_agrees_with_the_model(new_database: Callable[[], str]) -> None:
+    Branching.new_database = staticmethod(new_database)
     run_state_machine_as_test(
         Branching,
         settings=settings(
@@ -201,7 +203,8 @@ def test_random_branching_agrees_with_the_model() -> None:
 
 
 @pytest.mark.slow
-def test_random_branching_agrees_with_the_model_at_length() -> None:
+def test_random_branching_agrees_with_the_model_at_length(new_database: Callable[[], str]) -> None:
+    Branching.new_database = staticmethod(new_database)
     run_state_machine_as_test(
         Branching,
         settings=settings(

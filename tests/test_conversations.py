@@ -15,10 +15,8 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationConflict, ConversationStore
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
@@ -292,41 +290,6 @@ async def test_fork_copies_the_kept_history(store_factory: StoreFactory) -> None
     # A fork's id must be free.
     with pytest.raises(ConversationConflict):
         await conversations.fork('whole', new_conversation_id='alternative')
-
-
-async def test_branching_and_rewriting_are_refused(store_factory: StoreFactory) -> None:
-    store = store_factory()
-    conversations = store.conversations
-    agent = make_agent()
-    await run_turn(conversations, agent, 'linear', 'one')
-    await run_turn(conversations, agent, 'linear', 'two')
-    before = await conversations.read_record('linear')
-    archive = await store.history('linear', limit=None)
-    assert before is not None
-
-    with pytest.raises(UserError) as raised:
-        await conversations.branch('linear', at=4, expected_revision=before.revision)
-    message = str(raised.value)
-    assert 'one linear archive per conversation' in message
-    assert "`fork('linear', at=...)`" in message
-    assert not isinstance(raised.value, ConversationConflict)
-
-    # A history edited before being saved again (here: the second question reworded) is refused
-    # the same way, rather than stored as a branch.
-    edited = Conversation(
-        conversation_id='linear',
-        messages=[*archive[:4], ModelRequest(parts=[UserPromptPart('two, reworded')])],
-        revision=before.revision,
-    )
-    with pytest.raises(UserError, match='one linear archive per conversation'):
-        await conversations.save(edited)
-
-    # Neither attempt changed anything, and the conversation carries on.
-    after = await conversations.read_record('linear')
-    assert after is not None and after.revision == before.revision and after.head_id == before.head_id
-    assert await store.history('linear', limit=None) == archive
-    more = await run_turn(conversations, agent, 'linear', 'three')
-    assert await store.history('linear', limit=None) == [*archive, *more]
 
 
 async def test_delete_erases_the_conversation(store_factory: StoreFactory) -> None:
