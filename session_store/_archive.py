@@ -31,6 +31,7 @@ __all__ = (
     'copy_path',
     'delete_session',
     'insert_messages',
+    'insert_segment',
     'insert_summary',
     'load_window',
     'new_session_row',
@@ -67,13 +68,34 @@ def new_session_row(
 
 async def add_root_segment(db: AsyncSession, session_pk: int) -> int:
     """Give a new session its first segment, the one its active path ends in; the segment's key."""
+    segment_pk = await insert_segment(db, session_pk, None, 0)
+    await db.execute(update(SessionRow).where(SessionRow.pk == session_pk).values(active_segment_pk=segment_pk))
+    return segment_pk
+
+
+async def insert_segment(
+    db: AsyncSession,
+    session_pk: int,
+    parent_pk: int | None,
+    starts_at: int,
+    *,
+    head_end: int | None = None,
+    window_start: int | None = None,
+) -> int:
+    """Add a segment to a session's tree, leaving its parent's path at `starts_at`, with a saved window; its key."""
     segment_pk = await db.scalar(
         insert(SegmentRow)
-        .values(session_pk=session_pk, parent_pk=None, starts_at=0, created_at=now())
+        .values(
+            session_pk=session_pk,
+            parent_pk=parent_pk,
+            starts_at=starts_at,
+            head_end=head_end,
+            window_start=window_start,
+            created_at=now(),
+        )
         .returning(SegmentRow.pk)
     )
     assert segment_pk is not None
-    await db.execute(update(SessionRow).where(SessionRow.pk == session_pk).values(active_segment_pk=segment_pk))
     return int(segment_pk)
 
 
