@@ -5,7 +5,7 @@ from ._engine import DEFAULT_URL
 from ._run_state import WindowProcessor
 from .conversations import SQLConversationStore
 from .errors import SchemaMismatch, SessionConflict, SessionNotFound, StoreError
-from .exports import ExportError, SessionExport
+from .exports import ExportedSegment, ExportedSummary, ExportError, SessionExport
 from .recall import Recall
 from .results import SearchHit, SessionInfo, SessionWindow, StoredSummary
 from .session import Session
@@ -14,6 +14,8 @@ from .store import SessionStore
 __all__ = (
     'DEFAULT_URL',
     'ExportError',
+    'ExportedSegment',
+    'ExportedSummary',
     'Recall',
     'SQLConversationStore',
     'SchemaMismatch',

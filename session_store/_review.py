@@ -12,7 +12,7 @@ from ._tree import on_path, path_spans, summary_chain_on
 from .results import SessionInfo, StoredSummary
 from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
-__all__ = ('list_sessions', 'read_history', 'read_summaries', 'summary_chain')
+__all__ = ('list_sessions', 'read_history', 'read_summaries', 'stored_summary')
 
 
 async def list_sessions(database: Database, *, scope: str | None, limit: int | None) -> list[SessionInfo]:
@@ -82,20 +82,11 @@ async def read_summaries(database: Database, session_id: str, *, scope: str | No
         row = await find_session(db, session_id, scope)
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
         chain = await summary_chain_on(db, row.pk, spans, ending_by=row.window_start)
-    return [_stored(index, summary) for index, summary in enumerate(chain)]
+    return [stored_summary(index, summary) for index, summary in enumerate(chain)]
 
 
-async def summary_chain(db: AsyncSession, session_pk: int) -> list[StoredSummary]:
-    """Every summary of a session, on any of its paths, oldest first."""
-    return [_stored(index, summary) for index, summary in enumerate(await _summary_rows(db, session_pk))]
-
-
-async def _summary_rows(db: AsyncSession, session_pk: int) -> list[SummaryRow]:
-    chain = select(SummaryRow).where(SummaryRow.session_pk == session_pk).order_by(SummaryRow.pk)
-    return list((await db.scalars(chain)).all())
-
-
-def _stored(index: int, summary: SummaryRow) -> StoredSummary:
+def stored_summary(index: int, summary: SummaryRow) -> StoredSummary:
+    """A summary row as the store hands it back, as link `index` of its chain."""
     return StoredSummary(
         index=index,
         covers_from=summary.covers_from,

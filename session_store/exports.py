@@ -1,23 +1,39 @@
-"""`SessionExport`: one session as a document (messages, token counts, summary chain, window), and its file format.
+"""`SessionExport`: one session as a document (its whole tree of branches, token counts, summaries, window), and
+its file format.
 
 The file format is JSON Lines, one record a line, so a large session streams and a person can read it:
 
-    {"kind": "session", "format": "session-store/2", "session_id": ..., "message_count": N, "summary_count": S, ...}
-    {"kind": "message", "position": 0, "tokens": 12, "message": {...pydantic-ai's JSON...}}   x N
-    {"kind": "summary", "covers_from": 0, "covers_to": 40, "text": ..., ...}                  x S
-    {"kind": "end", "messages": N, "summaries": S, "sha256": "<digest of every line above>"}
+    {"kind": "session", "format": "session-store/3", "session_id": ..., "segment_count": G, "message_count": N,
+     "summary_count": S, "active_segment": 2, "head_end": 0, "window_start": 34, "branches": [[0, 39]], ...}
+    {"kind": "segment", "segment": 0, "parent": null, "starts_at": 0, "head_end": 1, "window_start": 30}
+    {"kind": "message", "segment": 0, "position": 0, "tokens": 12, "message": {...pydantic-ai's JSON...}}
+    ...                                        each segment's record, then its own messages; N messages in all
+    {"kind": "summary", "summary": 0, "segment": 0, "previous": null, "covers_from": 0, "covers_to": 16, ...}   x S
+    {"kind": "end", "segments": G, "messages": N, "summaries": S, "sha256": "<digest of every line above>"}
 
-A document says what it holds: the header's counts, and the closing line's counts and digest. Reading
-refuses, naming what is missing, a file cut short (at a line boundary or not), one with lines changed,
-and one whose window or summaries point outside its archive. Files written by session-store 0.1 (format
-`session-store/1`, without counts or closing line) are still read, with the consistency checks only.
+A session is a tree of segments (`session_store.rows.SegmentRow`): each segment holds messages at
+consecutive positions and leaves its parent's path at `starts_at`. Segments and summaries are numbered in
+the file (parents and extended summaries come first), and records refer to each other by those numbers,
+never by the store's keys. A document says what it holds: the header's counts, and the closing line's
+counts and digest. Reading refuses, naming what is missing, a file cut short (at a line boundary or not),
+one with lines changed, and one whose tree, window or summaries don't fit together.
+
+Entry ids (pydantic-ai's `ConversationEntry.id`, unique in a database) don't travel: an import mints fresh
+ones, so a session can be imported next to the one it was exported from. The conversation record's
+`branches` travel as (segment, position) of each tip, and come back as the tips' new entry ids; a tip the
+session no longer holds is dropped on export. `forked_at` names an entry of the conversation it was forked
+from (a fork copies its messages), so it travels as it is, like `forked_from`.
+
+Files of format `session-store/2` (one path, counted, with a closing line) and `session-store/1` (written
+by session-store 0.1, without counts or closing line) are still read, as one-segment trees; format 1 gets
+the consistency checks only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,25 +41,18 @@ from typing import Any
 import pydantic
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
-from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._archive import add_root_segment, insert_messages, insert_summary, new_session_row
-from ._codec import decode, dump_message, dump_usage, load_message, load_usage, utc
-from ._database import Database, active_segment, find_session
+from ._codec import dump_message, dump_usage, load_message, load_usage, utc
 from ._ids import check_id
-from ._review import summary_chain
-from ._run_state import NewSummary
-from .errors import SessionConflict, StoreError
+from ._tree import Segments, spans_of
 from .results import StoredSummary
-from .rows import MessageRow, SegmentRow
 
-__all__ = ('FORMAT', 'ExportError', 'SessionExport')
+__all__ = ('FORMAT', 'ExportError', 'ExportedSegment', 'ExportedSummary', 'SessionExport', 'path_of')
 
-FORMAT = 'session-store/2'
+FORMAT = 'session-store/3'
 """The format this version writes."""
-_READS = (FORMAT, 'session-store/1')
+_LINEAR = ('session-store/2', 'session-store/1')
+"""Older formats, each holding one path, that this version still reads."""
 
 
 class ExportError(ValueError):
@@ -51,44 +60,110 @@ class ExportError(ValueError):
 
 
 @dataclass(frozen=True)
+class ExportedSegment:
+    """A segment of a session's tree: messages at consecutive positions, leaving its parent's path at `starts_at`."""
+
+    parent: int | None
+    """The index, in `SessionExport.segments`, of the segment it forks from (an earlier one); `None` for a root."""
+    starts_at: int
+    """The position of its first message; its path's positions below it are its parent's path's (0 for a root)."""
+    messages: list[ModelMessage]
+    """Its own messages, at positions `starts_at` on."""
+    tokens: list[int]
+    """Each of its messages' stored token count."""
+    head_end: int | None = None
+    """Its path's window head, saved when another path was made active; `None` if never saved."""
+    window_start: int | None = None
+    """Its path's window tail start, saved with `head_end`."""
+
+    @property
+    def end(self) -> int:
+        """One past its last position: the length of its path."""
+        return self.starts_at + len(self.messages)
+
+
+@dataclass(frozen=True)
+class ExportedSummary(StoredSummary):
+    """A summary of an exported session: a `StoredSummary`, with the segment it was made on and the one it extends.
+
+    Its `index` is its place in `SessionExport.summaries`.
+    """
+
+    segment: int
+    """The index, in `SessionExport.segments`, of the segment whose path it was made on (and covers positions of)."""
+    previous: int | None
+    """The index, in `SessionExport.summaries`, of the summary it extends (an earlier one); `None` for a first."""
+
+
+@dataclass(frozen=True)
 class SessionExport:
-    """A whole session, as `SessionStore.export()` reads it and `SessionStore.import_()` stores it."""
+    """A whole session, as `SessionStore.export()` reads it and `SessionStore.import_()` stores it.
+
+    `messages`, `tokens`, `head_end` and `window_start` describe the active path, what the next run continues;
+    `segments` hold the whole tree, every branch with its own messages. A document made without `segments`
+    is a one-path session: one segment holding `messages`.
+    """
 
     session_id: str
     scope: str | None
     messages: list[ModelMessage]
+    """The active path: what `SessionStore.history()` reads."""
     tokens: list[int]
     """Each message's stored token count."""
-    summaries: list[StoredSummary]
+    summaries: list[ExportedSummary]
+    """Every summary, on any branch, oldest first; for a one-path session, its chain."""
     head_end: int = 0
     """Messages before this position open every window verbatim."""
     window_start: int = 0
     """Where the window's tail starts: what lies before it (past the head) is summarized or dropped."""
     usage: RunUsage = field(default_factory=RunUsage)
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+    segments: list[ExportedSegment] = field(default_factory=list[ExportedSegment])
+    """The session's tree of segments, each parent before its children; `messages` is the active one's path."""
+    active_segment: int = 0
+    """The index, in `segments`, of the segment the active path ends in."""
+    branches: list[tuple[int, int]] = field(default_factory=list[tuple[int, int]])
+    """pydantic-ai's `ConversationRecord.branches`: the tip of each branch it left, as (segment, position)."""
+    forked_from: str | None = None
+    """pydantic-ai's `ConversationRecord.forked_from`: the conversation this one was forked from."""
+    forked_at: str | None = None
+    """pydantic-ai's `ConversationRecord.forked_at`: the entry of `forked_from` where it was forked."""
+
+    def __post_init__(self) -> None:
+        if not self.segments:
+            object.__setattr__(self, 'segments', [ExportedSegment(None, 0, self.messages, self.tokens)])
+
+    @property
+    def archived(self) -> int:
+        """How many messages the session holds, on every branch (`len(messages)` counts the active path's)."""
+        return _archived(self.segments)
 
     def check(self, source: str = 'the export') -> None:
-        """Refuse a document whose parts disagree: its window or a summary pointing outside its archive.
+        """Refuse a document whose parts disagree: a tree out of order, or a window, summary or tip outside it.
 
         Raises:
             ExportError: Naming what is inconsistent.
         """
-        count = len(self.messages)
-        if len(self.tokens) != count:
-            raise ExportError(f'{source}: {count} messages but {len(self.tokens)} token counts.')
+        _check_tree(self.segments, self.active_segment, source)
+        messages, tokens = path_of(self.segments, self.active_segment)
+        if self.messages != messages or self.tokens != tokens:
+            raise ExportError(
+                f'{source}: its {len(self.messages)} messages and {len(self.tokens)} token counts are not the path '
+                f'of its active segment {self.active_segment}, which holds {len(messages)}.'
+            )
+        count = len(messages)
         if not 0 <= self.head_end <= count or not 0 <= self.window_start <= count:
             raise ExportError(
                 f'{source}: the window (head end {self.head_end}, tail start {self.window_start}) points past its '
                 f'{count} messages; the file is incomplete.'
             )
-        covered = 0
-        for index, summary in enumerate(self.summaries):
-            if not covered <= summary.covers_from < summary.covers_to <= self.window_start:
-                raise ExportError(
-                    f'{source}: summary {index} covers positions {summary.covers_from}-{summary.covers_to}, outside '
-                    f'the archive before the window (0-{self.window_start}) or overlapping summary {index - 1}.'
-                )
-            covered = summary.covers_to
+        tree = _tree(self.segments)
+        for index in range(len(self.summaries)):
+            _check_summary(self.segments, tree, self.summaries, index, source)
+        for segment, position in self.branches:
+            held = 0 <= segment < len(self.segments) and _holds(self.segments[segment], position)
+            if not held:
+                raise ExportError(f'{source}: branch tip ({segment}, {position}) is not a message it holds.')
 
     def to_json_lines(self) -> Iterator[str]:
         """The document as JSON Lines (without newlines), closing with its counts and digest."""
@@ -99,27 +174,49 @@ class SessionExport:
             digest.update(b'\n')
             return line
 
+        counts = {
+            'segments': len(self.segments),
+            'messages': self.archived,
+            'summaries': len(self.summaries),
+        }
         header = {
             'kind': 'session',
             'format': FORMAT,
             'session_id': self.session_id,
             'scope': self.scope,
-            'message_count': len(self.messages),
-            'summary_count': len(self.summaries),
+            **{_COUNTS[noun]: count for noun, count in counts.items()},
+            'active_segment': self.active_segment,
             'head_end': self.head_end,
             'window_start': self.window_start,
             'usage': dump_usage(self.usage),
             'metadata': self.metadata,
+            'branches': [list(tip) for tip in self.branches],
+            'forked_from': self.forked_from,
+            'forked_at': self.forked_at,
         }
         yield emit(json.dumps(header, ensure_ascii=False))
-        for position, (message, tokens) in enumerate(zip(self.messages, self.tokens, strict=True)):
-            # The payload is pydantic-ai's own JSON, spliced in as it is, not re-encoded.
-            yield emit(
-                f'{{"kind": "message", "position": {position}, "tokens": {tokens}, "message": {dump_message(message)}}}'
-            )
-        for summary in self.summaries:
+        for key, segment in enumerate(self.segments):
+            record = {
+                'kind': 'segment',
+                'segment': key,
+                'parent': segment.parent,
+                'starts_at': segment.starts_at,
+                'head_end': segment.head_end,
+                'window_start': segment.window_start,
+            }
+            yield emit(json.dumps(record))
+            for position, (message, tokens) in enumerate(zip(segment.messages, segment.tokens, strict=True)):
+                # The payload is pydantic-ai's own JSON, spliced in as it is, not re-encoded.
+                yield emit(
+                    f'{{"kind": "message", "segment": {key}, "position": {segment.starts_at + position}, '
+                    f'"tokens": {tokens}, "message": {dump_message(message)}}}'
+                )
+        for index, summary in enumerate(self.summaries):
             record = {
                 'kind': 'summary',
+                'summary': index,
+                'segment': summary.segment,
+                'previous': summary.previous,
                 'covers_from': summary.covers_from,
                 'covers_to': summary.covers_to,
                 'text': summary.text,
@@ -129,8 +226,7 @@ class SessionExport:
                 'created_at': summary.created_at.isoformat(),
             }
             yield emit(json.dumps(record, ensure_ascii=False))
-        closing = {'kind': 'end', 'messages': len(self.messages), 'summaries': len(self.summaries)}
-        yield json.dumps({**closing, 'sha256': digest.hexdigest()})
+        yield json.dumps({'kind': 'end', **counts, 'sha256': digest.hexdigest()})
 
     @classmethod
     def from_json_lines(cls, lines: Iterable[str], *, source: str = 'the export') -> SessionExport:
@@ -145,15 +241,100 @@ class SessionExport:
         return reader.finish()
 
 
+_COUNTS = {'segments': 'segment_count', 'messages': 'message_count', 'summaries': 'summary_count'}
+"""What a header counts, under which key."""
+
+
+def _archived(segments: Sequence[ExportedSegment]) -> int:
+    return sum(len(segment.messages) for segment in segments)
+
+
+def _holds(segment: ExportedSegment, position: int) -> bool:
+    return segment.starts_at <= position < segment.end
+
+
+def _tree(segments: Sequence[ExportedSegment]) -> Segments:
+    return {key: (segment.parent, segment.starts_at) for key, segment in enumerate(segments)}
+
+
+def path_of(segments: Sequence[ExportedSegment], key: int) -> tuple[list[ModelMessage], list[int]]:
+    """The messages and token counts of the whole path ending in segment `key`, of a checked tree."""
+    messages: list[ModelMessage] = []
+    tokens: list[int] = []
+    for span in spans_of(_tree(segments), key, segments[key].end):
+        segment = segments[span.segment_pk]
+        own = slice(span.start - segment.starts_at, span.end - segment.starts_at)
+        messages += segment.messages[own]
+        tokens += segment.tokens[own]
+    return messages, tokens
+
+
+def _check_tree(segments: Sequence[ExportedSegment], active: int, source: str) -> None:
+    """Refuse segments that aren't a tree in order (each parent earlier, each fork inside its parent's messages)."""
+    if not 0 <= active < len(segments):
+        raise ExportError(f'{source}: its active segment {active} is not one of its {len(segments)} segments.')
+    for key, segment in enumerate(segments):
+        where = f'{source}: segment {key}'
+        if len(segment.tokens) != len(segment.messages):
+            raise ExportError(f'{where} has {len(segment.messages)} messages but {len(segment.tokens)} token counts.')
+        if segment.parent is None:
+            if segment.starts_at != 0:
+                raise ExportError(f'{where} has no parent, so it starts at position 0, not {segment.starts_at}.')
+        elif not 0 <= segment.parent < key:
+            raise ExportError(f'{where} forks from segment {segment.parent}, which is not a segment before it.')
+        else:
+            parent = segments[segment.parent]
+            if not parent.starts_at < segment.starts_at <= parent.end:
+                raise ExportError(
+                    f'{where} leaves segment {segment.parent} at position {segment.starts_at}, outside the '
+                    f'{len(parent.messages)} messages that segment holds (from position {parent.starts_at}).'
+                )
+        saved = (segment.head_end, segment.window_start)
+        if any(value is not None and not 0 <= value <= segment.end for value in saved):
+            raise ExportError(
+                f'{where}: its saved window (head end {saved[0]}, tail start {saved[1]}) points past its path of '
+                f'{segment.end} messages.'
+            )
+
+
+def _check_summary(
+    segments: Sequence[ExportedSegment], tree: Segments, summaries: Sequence[ExportedSummary], index: int, source: str
+) -> None:
+    """Refuse summary `index` if it covers positions off its segment's path, or extends one that isn't before it."""
+    summary = summaries[index]
+    where = f'{source}: summary {index}'
+    if not 0 <= summary.segment < len(segments):
+        raise ExportError(f'{where} was made on segment {summary.segment}, which is not one of its segments.')
+    end = segments[summary.segment].end
+    if not 0 <= summary.covers_from < summary.covers_to <= end:
+        raise ExportError(
+            f'{where} covers positions {summary.covers_from}-{summary.covers_to}, outside the path of its segment '
+            f'{summary.segment} (0-{end}).'
+        )
+    if summary.previous is None:
+        return
+    if not 0 <= summary.previous < index:
+        raise ExportError(f'{where} extends summary {summary.previous}, which is not a summary before it.')
+    previous = summaries[summary.previous]
+    spans = spans_of(tree, summary.segment, end)
+    on_path = any(span.segment_pk == previous.segment and previous.covers_to <= span.end for span in spans)
+    if not on_path or previous.covers_to > summary.covers_from:
+        raise ExportError(
+            f'{where} extends summary {summary.previous}, which does not end before it on its path (it covers '
+            f'{previous.covers_from}-{previous.covers_to} of segment {previous.segment}).'
+        )
+
+
 class _Reader:
     """Reads an export line by line, checking order, counts and digest as it goes."""
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.header: dict[str, Any] | None = None
-        self.messages: list[ModelMessage] = []
-        self.tokens: list[int] = []
-        self.summaries: list[StoredSummary] = []
+        self.fields: dict[str, Any] = {}
+        """The document's fields the header gives."""
+        self.segments: list[ExportedSegment] = []
+        self.summaries: list[ExportedSummary] = []
         self.closing: dict[str, Any] | None = None
         self.digest = hashlib.sha256()
 
@@ -181,24 +362,42 @@ class _Reader:
 
     def _take(self, where: str, kind: object, record: dict[str, Any]) -> None:
         if kind == 'session':
-            if self.header is not None:
-                raise ExportError(f'{where}: a second session header; export one session per file.')
-            if record.get('format') not in _READS:
-                raise ExportError(f'{where}: format {record.get("format")!r}; this version reads {", ".join(_READS)}.')
-            self.header = record
+            self._take_header(where, record)
         elif self.header is None:
             raise ExportError(f'{where}: expected the session header first; is this a `session-store export` file?')
-        elif kind == 'message':
-            if record['position'] != len(self.messages):
-                raise ExportError(
-                    f'{where}: message at position {record["position"]!r}, expected {len(self.messages)}.'
+        elif kind == 'segment' and self.header['format'] == FORMAT:
+            if record['segment'] != len(self.segments):
+                raise ExportError(f'{where}: segment {record["segment"]!r}, expected {len(self.segments)}.')
+            self.segments.append(
+                ExportedSegment(
+                    parent=_optional_int(record['parent']),
+                    starts_at=int(record['starts_at']),
+                    messages=[],
+                    tokens=[],
+                    head_end=_optional_int(record['head_end']),
+                    window_start=_optional_int(record['window_start']),
                 )
-            self.messages.append(load_message(json.dumps(record['message'])))
-            self.tokens.append(int(record['tokens']))
+            )
+        elif kind == 'message':
+            if not self.segments:
+                raise ExportError(f'{where}: a message before any segment record.')
+            segment = self.segments[-1]
+            key = len(self.segments) - 1
+            if record.get('segment', key) != key:
+                raise ExportError(f"{where}: a message of segment {record['segment']!r} among segment {key}'s.")
+            if record['position'] != segment.end:
+                raise ExportError(f'{where}: message at position {record["position"]!r}, expected {segment.end}.')
+            segment.messages.append(load_message(json.dumps(record['message'])))
+            segment.tokens.append(int(record['tokens']))
         elif kind == 'summary':
+            index = len(self.summaries)
+            if self.header['format'] != FORMAT:  # one path: each summary extends the one before it
+                record = {'summary': index, 'segment': 0, 'previous': index - 1 if index else None, **record}
+            if record['summary'] != index:
+                raise ExportError(f'{where}: summary {record["summary"]!r}, expected {index}.')
             self.summaries.append(
-                StoredSummary(
-                    index=len(self.summaries),
+                ExportedSummary(
+                    index=index,
                     covers_from=int(record['covers_from']),
                     covers_to=int(record['covers_to']),
                     text=str(record['text']),
@@ -206,36 +405,77 @@ class _Reader:
                     model_name=record.get('model_name'),
                     usage=load_usage(record.get('usage')),
                     created_at=utc(datetime.fromisoformat(record['created_at'])),
+                    segment=int(record['segment']),
+                    previous=_optional_int(record['previous']),
                 )
             )
         elif kind == 'end':
             self.closing = record
         else:
-            raise ExportError(f'{where}: unknown kind {kind!r}; expected session, message, summary or end.')
+            kinds = (
+                'session, segment, message, summary or end'
+                if self.header['format'] == FORMAT
+                else ('session, message, summary or end')
+            )
+            raise ExportError(f'{where}: unknown kind {kind!r}; expected {kinds}.')
+
+    def _take_header(self, where: str, record: dict[str, Any]) -> None:
+        if self.header is not None:
+            raise ExportError(f'{where}: a second session header; export one session per file.')
+        format_ = record.get('format')
+        if format_ != FORMAT and format_ not in _LINEAR:
+            raise ExportError(f'{where}: format {format_!r}; this version reads {", ".join((FORMAT, *_LINEAR))}.')
+        self.fields = {
+            'scope': record.get('scope'),
+            'head_end': int(record.get('head_end', 0)),
+            'window_start': int(record.get('window_start', 0)),
+            'usage': load_usage(record.get('usage')),
+            'metadata': dict(record.get('metadata') or {}),
+        }
+        if format_ == FORMAT:
+            self.fields |= {
+                'active_segment': int(record['active_segment']),
+                'branches': [(int(segment), int(position)) for segment, position in record['branches']],
+                'forked_from': record['forked_from'],
+                'forked_at': record['forked_at'],
+            }
+        else:  # one path: its records are one segment's, with no record of their own
+            self.segments.append(ExportedSegment(None, 0, [], []))
+        self.header = record
 
     def finish(self) -> SessionExport:
         header = self.header
         if header is None:
             raise ExportError(f'{self.source}: empty; expected a `session-store export` file.')
-        if header['format'] == FORMAT:
+        if header['format'] != 'session-store/1':
             self._check_complete(header)
+        try:
+            session_id = check_id(header.get('session_id'))
+        except ValueError as error:
+            raise ExportError(f'{self.source}: the header has no usable session id ({error})') from None
+        _check_tree(self.segments, self.fields.get('active_segment', 0), self.source)
+        messages, tokens = path_of(self.segments, self.fields.get('active_segment', 0))
         document = SessionExport(
-            session_id=check_id(header.get('session_id')),
-            scope=header.get('scope'),
-            messages=self.messages,
-            tokens=self.tokens,
+            session_id=session_id,
+            messages=messages,
+            tokens=tokens,
             summaries=self.summaries,
-            head_end=int(header.get('head_end', 0)),
-            window_start=int(header.get('window_start', 0)),
-            usage=load_usage(header.get('usage')),
-            metadata=dict(header.get('metadata') or {}),
+            segments=self.segments,
+            **self.fields,
         )
         document.check(self.source)
         return document
 
     def _check_complete(self, header: dict[str, Any]) -> None:
-        held = f'{len(self.messages)} messages and {len(self.summaries)} summaries'
-        expected = f'{header.get("message_count")} messages and {header.get("summary_count")} summaries'
+        counted = {
+            'segments': len(self.segments),
+            'messages': _archived(self.segments),
+            'summaries': len(self.summaries),
+        }
+        if header['format'] != FORMAT:
+            del counted['segments']
+        held = _listing(counted)
+        expected = _listing({noun: header.get(_COUNTS[noun]) for noun in counted})
         if held != expected:
             raise ExportError(f'{self.source}: incomplete: the header announces {expected}, the file holds {held}.')
         if self.closing is None:
@@ -244,74 +484,11 @@ class _Reader:
             raise ExportError(f'{self.source}: its lines were changed since export (the digest does not match).')
 
 
-async def read_export(database: Database, session_id: str, scope: str | None) -> SessionExport:
-    """The session as a document, read in one transaction.
-
-    Raises:
-        StoreError: The session has branches, which this format can't hold: an export is whole or refused.
-    """
-    async with database.read() as db:
-        row = await find_session(db, session_id, scope)
-        branches = await db.scalar(select(func.count()).where(SegmentRow.session_pk == row.pk)) or 0
-        if branches > 1:
-            raise StoreError(
-                f'Session {session_id!r} has {branches} branches, and export format {FORMAT} holds one path; '
-                'nothing was exported. Fork the branch you want into a session of its own (store.fork) and export that.'
-            )
-        rows = (
-            await db.execute(
-                select(MessageRow.position, MessageRow.payload, MessageRow.tokens)
-                .where(MessageRow.segment_pk == active_segment(row))
-                .order_by(MessageRow.position)
-            )
-        ).all()
-        chain = await summary_chain(db, row.pk)
-    return SessionExport(
-        session_id=row.session_id,
-        scope=row.scope,
-        messages=[decode(session_id, position, payload) for position, payload, _ in rows],
-        tokens=[tokens for _, _, tokens in rows],
-        summaries=chain,
-        head_end=row.head_end,
-        window_start=row.window_start,
-        usage=load_usage(row.usage),
-        metadata=row.metadata_,
-    )
+def _listing(counts: Mapping[str, object]) -> str:
+    """`{'messages': 40, 'summaries': 3}` as '40 messages and 3 summaries'."""
+    said = [f'{count} {noun}' for noun, count in counts.items()]
+    return f'{", ".join(said[:-1])} and {said[-1]}'
 
 
-async def write_import(database: Database, document: SessionExport, session_id: str, scope: str | None) -> None:
-    """Store `document` as a new session `session_id` under `scope`, whole, in one transaction.
-
-    Raises:
-        ExportError: The document is inconsistent; nothing was stored.
-        SessionConflict: A session with this id exists.
-    """
-    document.check()
-
-    async def store(db: AsyncSession) -> None:
-        row = new_session_row(
-            session_id,
-            scope,
-            message_count=len(document.messages),
-            head_end=document.head_end,
-            window_start=document.window_start,
-            usage=dump_usage(document.usage),
-            metadata=document.metadata,
-        )
-        db.add(row)
-        try:
-            await db.flush()
-        except IntegrityError:
-            raise SessionConflict(
-                session_id,
-                'already exists',
-                advice='Import it under another id, or delete the existing session first.',
-            ) from None
-        segment_pk = await add_root_segment(db, row.pk)
-        await insert_messages(db, row.pk, segment_pk, 0, document.messages, document.tokens)
-        previous: int | None = None
-        for s in document.summaries:
-            summary = NewSummary(s.covers_from, s.covers_to, s.text, s.tokens, s.model_name, s.usage)
-            previous = await insert_summary(db, row.pk, segment_pk, previous, summary, s.created_at)
-
-    await database.write(session_id, store)
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -23,8 +23,9 @@ from ._ids import check_id
 from ._review import list_sessions, read_history, read_summaries
 from ._run_state import WindowProcessor
 from ._search import search
+from ._transfer import read_export, write_import
 from .conversations import SQLConversationStore
-from .exports import SessionExport, read_export, write_import
+from .exports import SessionExport
 from .recall import Recall
 from .results import SearchHit, SessionInfo, SessionWindow, StoredSummary
 from .session import Session

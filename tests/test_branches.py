@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
-from session_store import SearchHit, Session, SessionConflict, SessionStore, StoreError
+from session_store import SearchHit, Session, SessionConflict, SessionStore
 from session_store._archive import load_window, store_run
 from session_store._run_state import RunRecord
 from testkit.scripted import MARKER, NEW_MESSAGES, ParallelToolAssistant, RecordingSummarizer, scripted_agent
@@ -193,19 +193,6 @@ async def test_a_fork_starts_from_the_summary_its_source_had_there(
             await store.fork('copy', at=0, new_session_id='copy')
         with pytest.raises(ValueError, match='would separate tool call'):
             await store.fork('copy', at=2, new_session_id='other')
-
-
-async def test_a_branched_session_is_refused_whole_by_export(store_factory: StoreFactory) -> None:
-    async with store_factory() as store:
-        session = await store.session('s')
-        await converse(session, ParallelToolAssistant(), range(2))
-        assert len((await store.export('s')).messages) == 8
-        await session.rewind(4)
-        await converse(session, ParallelToolAssistant(), range(10, 11))
-        with pytest.raises(StoreError, match=r"Session 's' has 2 branches.*nothing was exported"):
-            await store.export('s')
-        fork = await store.fork('s', at=8, new_session_id='one-path')
-        assert (await store.export('one-path')).messages == await fork.history()
 
 
 async def test_search_reads_the_active_path_unless_asked_for_every_branch(store_factory: StoreFactory) -> None:

@@ -260,7 +260,7 @@ def test_export_import_round_trip_is_exact(new_database: Callable[[], str], tmp_
     ok(cli('demo', '--turns', '12', db=source, cwd=tmp_path))
     ok(cli('export', 'demo', '-o', str(tmp_path / 'demo.jsonl'), db=source, cwd=tmp_path))
     lines = [json.loads(line) for line in (tmp_path / 'demo.jsonl').read_text().splitlines()]
-    assert [line['kind'] for line in lines[:2]] == ['session', 'message']
+    assert [line['kind'] for line in lines[:3]] == ['session', 'segment', 'message']
     assert [line['position'] for line in lines if line['kind'] == 'message'] == list(range(48))
     assert any(line['kind'] == 'summary' for line in lines)
 
