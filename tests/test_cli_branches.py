@@ -143,6 +143,22 @@ def test_rewind_switch_and_fork_change_the_store_and_say_so(tree: str) -> None:
     assert sessions['demo']['message_count'] == 12
 
 
+def test_export_and_import_carry_every_branch(tree: str, tmp_path: Path) -> None:
+    path = tmp_path / 'demo.jsonl'
+    exported = invoke(tree, 'export', 'demo', '--scope', 'u1', '-o', str(path))
+    ok(exported)
+    assert "Exported 'demo': 2 branches, 20 messages and 0 summaries" in exported.stderr
+    imported = ok(invoke(tree, 'import', str(path), '--session-id', 'copy'))
+    assert "Imported 'copy'" in imported and '2 branches, 20 messages and 0 summaries' in imported
+    source, copy = branches(tree), branches(tree, 'copy')
+    assert [(b.active, b.message_count, b.forked_at, b.preview) for b in copy] == [
+        (b.active, b.message_count, b.forked_at, b.preview) for b in source
+    ]
+    for theirs, mine in zip(source, copy, strict=True):
+        assert history(tree, 'copy', mine.tip) == history(tree, 'demo', theirs.tip)
+    assert ok(invoke(tree, 'branches', 'copy')).splitlines()[0] == "Session 'copy': 2 branches (● active)"
+
+
 def test_bad_ids_positions_and_tips_fail_in_one_line_and_change_nothing(tree: str) -> None:
     before, known = history(tree), branches(tree)
     fails(invoke(tree, 'rewind', 'demo', '99'), 'position must be 0 to 16', 'got 99')

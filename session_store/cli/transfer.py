@@ -32,20 +32,17 @@ __all__ = ('delete', 'export', 'import_', 'migrate')
 def export(settings: Settings, session_id: str, scope: str | None, output: IO[str]) -> None:
     """Write a session to JSON Lines, for `import`.
 
-    A header line, then one line per message, one per summary, and a closing line with the counts and
-    a digest, so `import` can tell a whole file from one cut short.
+    A header line, then each branch with its messages (one line each), one line per summary, and a
+    closing line with the counts and a digest, so `import` can tell a whole file from one cut short.
 
-    `session-store import` reads it back exactly: messages (pydantic-ai's JSON), their token counts,
-    the summary chain and the window position.
+    `session-store import` reads it back exactly: every branch, its messages (pydantic-ai's JSON) and
+    their token counts, every summary chain, the active branch and its window.
     """
     document = run(settings, read(settings, lambda store: store.export(session_id, scope=scope)))
     output.writelines(line + '\n' for line in document.to_json_lines())
     output.flush()
     if output is not sys.stdout:
-        err.print(
-            f'Exported {session_id!r}: {len(document.messages)} messages and {len(document.summaries)} '
-            f'summaries to {output.name}.'
-        )
+        err.print(f'Exported {session_id!r}: {_contents(document)} to {output.name}.')
 
 
 @main.command('import')
@@ -70,10 +67,13 @@ def import_(settings: Settings, file: IO[str], session_id: str | None, scope: st
             f'{source}: not UTF-8 text ({error.reason} at byte {error.start}); is it an export file?'
         ) from None
     target = run(settings, _import(settings, document, session_id, scope))
-    out.print(
-        f'Imported {target!r} into {settings.shown_url}: {len(document.messages)} messages, '
-        f'{len(document.summaries)} summaries.'
-    )
+    out.print(f'Imported {target!r} into {settings.shown_url}: {_contents(document)}.')
+
+
+def _contents(document: SessionExport) -> str:
+    """What a document holds: '48 messages and 2 summaries', after its branches when it has more than one."""
+    branches = f'{len(document.segments)} branches, ' if len(document.segments) > 1 else ''
+    return f'{branches}{document.archived} messages and {len(document.summaries)} summaries'
 
 
 async def _import(settings: Settings, document: SessionExport, session_id: str | None, scope: str | None) -> str:
