@@ -1,11 +1,10 @@
-"""`SessionExport`: one session as a document (its whole tree of branches, token counts, summaries, window), and
-its file format.
+"""`SessionExport`: a session's whole tree as a document (branches, token counts, summaries, window), and its file.
 
 The file format is JSON Lines, one record a line, so a large session streams and a person can read it:
 
     {"kind": "session", "format": "session-store/3", "session_id": ..., "segment_count": G, "message_count": N,
-     "summary_count": S, "active_segment": 2, "head_end": 0, "window_start": 34, "branches": [[0, 39]], ...}
-    {"kind": "segment", "segment": 0, "parent": null, "starts_at": 0, "head_end": 1, "window_start": 30}
+     "summary_count": S, "active_segment": 0, "head_end": 0, "window_start": 32, "branches": [[1, 43]], ...}
+    {"kind": "segment", "segment": 0, "parent": null, "starts_at": 0, "head_end": null, "window_start": null}
     {"kind": "message", "segment": 0, "position": 0, "tokens": 12, "message": {...pydantic-ai's JSON...}}
     ...                                        each segment's record, then its own messages; N messages in all
     {"kind": "summary", "summary": 0, "segment": 0, "previous": null, "covers_from": 0, "covers_to": 16, ...}   x S

@@ -228,17 +228,19 @@ class SessionStore:
         return await self.session(new_session_id, scope=fork_scope)
 
     async def export(self, session_id: str, *, scope: str | None = None) -> SessionExport:
-        """The whole session as a document: messages, token counts, summary chain and window.
+        """The whole session as a document: every branch with its messages, every summary, the active path's window.
 
         `document.to_json_lines()` writes it as a file that `SessionExport.from_json_lines()` reads back.
         """
         return await read_export(self._database, session_id, scope)
 
     async def import_(self, document: SessionExport, *, session_id: str | None = None, scope: str | None = None) -> str:
-        """Store an exported session, under its own id or `session_id`; returns the id. The id must be free.
+        """Store an exported session, its whole tree, under its own id or `session_id`; returns the id.
+
+        The id must be free. Messages get fresh entry ids, so a session can be imported next to its source.
 
         Raises:
-            ExportError: The document is inconsistent (its window or a summary outside its archive).
+            ExportError: The document is inconsistent (its tree, window, summaries or branch tips don't fit).
             SessionConflict: A session with that id exists; nothing was stored.
         """
         if not isinstance(document, SessionExport):
