@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic_ai.messages import UserPromptPart
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import tool_call_ids
 
-from ._archive import add_root_segment, copy_path, insert_summary, new_session_row
+from ._archive import add_root_segment, copy_path, insert_segment, insert_summary, new_session_row
 from ._codec import decode, load_usage, now, utc
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
@@ -63,7 +63,7 @@ async def rewind(database: Database, session_id: str, scope: str | None, positio
         left = await entry_at(db, active_segment(row), row.message_count - 1)
         head_end, window_start = await _window_of(db, row, truncated(spans, position), prefix=True)
         await _leave_path(db, row)
-        segment_pk = await _new_segment(db, row.pk, parent, position)
+        segment_pk = await insert_segment(db, row.pk, parent, position)
         await _activate(db, row, segment_pk, position, head_end, window_start, _left(row.branches, left))
 
     await database.write(session_id, work)
@@ -123,7 +123,7 @@ async def move_head(db: AsyncSession, row: SessionRow, at: tuple[int, int] | Non
     prefix = at is not None and any(s.segment_pk == at[0] and s.start <= at[1] < s.end for s in current)
     head_end, window_start = await _window_of(db, row, spans, saved=target, prefix=prefix)
     await _leave_path(db, row)
-    segment_pk = target.pk if target is not None else await _new_segment(db, row.pk, parent, length)
+    segment_pk = target.pk if target is not None else await insert_segment(db, row.pk, parent, length)
     await db.execute(
         update(SessionRow)
         .where(SessionRow.pk == row.pk)
@@ -299,16 +299,6 @@ async def _resumed_tail(db: AsyncSession, session_pk: int, spans: list[Span], he
     """
     summary = await best_summary(db, session_pk, spans, ending_by=spans[-1].end - 1) if spans else None
     return head_end if summary is None else max(head_end, summary.covers_to)
-
-
-async def _new_segment(db: AsyncSession, session_pk: int, parent: int | None, starts_at: int) -> int:
-    segment_pk = await db.scalar(
-        insert(SegmentRow)
-        .values(session_pk=session_pk, parent_pk=parent, starts_at=starts_at, created_at=now())
-        .returning(SegmentRow.pk)
-    )
-    assert segment_pk is not None
-    return int(segment_pk)
 
 
 def _left(branches: list[Any], tip: str | None) -> list[str]:
