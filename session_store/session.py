@@ -19,13 +19,13 @@ from pydantic_ai.usage import RunUsage
 
 from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability, count_tokens
 
-from ._archive import load_window, store_run
 from ._branches import last_prompt_position, list_branches, rewind, switch
 from ._database import Database
 from ._ids import new_token
 from ._leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
 from ._review import read_history, read_summaries
 from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
+from ._windows import load_window, store_run
 from .errors import StoreError
 from .recall import Recall, recall_toolset
 from .results import Branch, StoredSummary

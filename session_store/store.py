@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from processors import SlidingWindowProcessor
 
-from ._archive import delete_session, load_window, open_session
+from ._archive import delete_session, open_session
 from ._branches import fork
 from ._database import Database
 from ._engine import DEFAULT_URL, database_url
@@ -23,6 +23,7 @@ from ._ids import check_id
 from ._review import list_sessions, read_history, read_summaries
 from ._run_state import WindowProcessor
 from ._search import search
+from ._windows import load_window
 from .conversations import SQLConversationStore
 from .exports import SessionExport, read_export, write_import
 from .recall import Recall
