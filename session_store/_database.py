@@ -38,9 +38,16 @@ class Database:
         self.url = url
         self.engine: AsyncEngine = create_engine(url, read_only=read_only)
         self.read_only = read_only
+        self.backend = self.engine.dialect.name
+        """`sqlite` or `postgresql`, as telemetry names it."""
         self._migrate_empty = migrate_empty and not read_only
         self._readers = async_sessionmaker(self.engine, expire_on_commit=False)
         self._writer = self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
+        self._autocommit = (
+            self.engine.execution_options(**{SQLITE_BEGIN: None})
+            if self.engine.dialect.name == 'sqlite'
+            else self.engine.execution_options(isolation_level='AUTOCOMMIT')
+        )
         self._writers = async_sessionmaker(self._writer, expire_on_commit=False)
         self.windows = WindowCache()
         """The windows this store read or wrote last, decoded, each valid at its revision."""
@@ -82,9 +89,13 @@ class Database:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
-        """A plain connection for reads on the hot path, where an ORM session's bookkeeping would only cost."""
+        """A plain connection for the hot path's reads, each statement on its own (no transaction around them).
+
+        For reads whose rows don't change once written (a window's messages and summaries), where an ORM
+        session's bookkeeping and a transaction's begin and end would only cost.
+        """
         await self.ready()
-        async with self.engine.connect() as db:
+        async with self._autocommit.connect() as db:
             yield db
 
     async def write(self, session_id: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:

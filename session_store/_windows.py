@@ -19,22 +19,28 @@ from ._codec import decode, dump_usage, now
 from ._database import Database
 from ._ids import check_id, new_token
 from ._run_state import LoadedWindow, RunRecord, StoredWindow, WindowProcessor, head_read
+from ._telemetry import span
 from ._tree import Span, on_path, path_spans, usable_summaries
 from .errors import SessionConflict, SessionNotFound
-from .rows import MessageRow, SessionRow, SummaryRow
+from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = ('load_window', 'store_run')
 
-_HEAD = select(
-    SessionRow.pk,
-    SessionRow.scope,
-    SessionRow.revision,
-    SessionRow.message_count,
-    SessionRow.head_end,
-    SessionRow.window_start,
-    SessionRow.active_segment_pk,
-    SessionRow.usage,
-).where(SessionRow.session_id == bindparam('session_id'))
+_HEAD = (
+    select(
+        SessionRow.pk,
+        SessionRow.scope,
+        SessionRow.revision,
+        SessionRow.message_count,
+        SessionRow.head_end,
+        SessionRow.window_start,
+        SessionRow.active_segment_pk,
+        SessionRow.usage,
+        SegmentRow.parent_pk.label('forked'),
+    )
+    .outerjoin(SegmentRow, SegmentRow.pk == SessionRow.active_segment_pk)
+    .where(SessionRow.session_id == bindparam('session_id'))
+)
 """A session's window bounds and revision: the one indexed row a cached window is checked against."""
 
 
@@ -46,22 +52,30 @@ async def load_window(
     With the window cached at the session's revision, that is one indexed row read.
     """
     check_id(session_id)
-    async with database.connect() as db:
-        row = (await db.execute(_HEAD, {'session_id': session_id})).first()
-        if row is None or (scope is not None and row.scope != scope):
-            raise SessionNotFound(session_id, scope)
-        window = database.windows.get(session_id, row.pk, row.revision)
-        if window is None:
-            window = await _read_window(db, session_id, row)
-            database.windows.put(session_id, window)
-    return window.loaded(processor)
+    with span('load_window', database.backend, session_id) as current:
+        async with database.connect() as db:
+            row = (await db.execute(_HEAD, {'session_id': session_id})).first()
+            if row is None or (scope is not None and row.scope != scope):
+                raise SessionNotFound(session_id, scope)
+            window = database.windows.get(session_id, row.pk, row.revision)
+            current.set_attribute('session_store.window.cached', window is not None)
+            if window is None:
+                window = await _read_window(db, session_id, row)
+                database.windows.put(session_id, window)
+        loaded = window.loaded(processor)
+        current.set_attribute('session_store.window.messages', len(loaded.messages))
+        current.set_attribute('session_store.window.tokens', sum(t for t in loaded.tokens if t is not None))
+        current.set_attribute('session_store.archive.messages', loaded.message_count)
+    return loaded
 
 
 async def _read_window(db: AsyncConnection, session_id: str, row: Row[Any]) -> StoredWindow:
     """The window read from the archive: range scans along the active path, the archive between them skipped."""
     segment_pk = row.active_segment_pk
     assert segment_pk is not None, f'session {session_id!r} has no active segment'
-    spans = await path_spans(db, row.pk, segment_pk, row.message_count)
+    # A path that never left its root segment needs no walk through the tree.
+    linear = [Span(segment_pk, 0, row.message_count)]
+    spans = linear if row.forked is None else await path_spans(db, row.pk, segment_pk, row.message_count)
     summary, next_summary_at = await _summaries_around(db, row.pk, spans, row.window_start)
     head = (0, head_read(row.head_end, row.window_start))
     query = select(MessageRow.position, MessageRow.payload, MessageRow.tokens)
@@ -155,6 +169,14 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
             previous = await insert_summary(db, loaded.session_pk, loaded.segment_pk, previous, summary, now())
             summary_pks.append(previous)
 
-    await database.write_core(session_id, append)
+    with span(
+        'store_run',
+        database.backend,
+        session_id,
+        messages=len(record.messages),
+        tokens=sum(record.tokens),
+        summaries=len(record.summaries),
+    ):
+        await database.write_core(session_id, append)
     cached = database.windows.get(session_id, loaded.session_pk, loaded.revision)
     database.windows.put(session_id, None if cached is None else cached.after(revision, record, summary_pks))

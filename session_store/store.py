@@ -23,6 +23,7 @@ from ._ids import check_id
 from ._review import list_sessions, read_history, read_summaries
 from ._run_state import WindowProcessor
 from ._search import search
+from ._telemetry import span
 from ._windows import load_window
 from .conversations import SQLConversationStore
 from .exports import SessionExport, read_export, write_import
@@ -127,7 +128,8 @@ class SessionStore:
         check_id(session_id)
         if scope is not None:
             check_id(scope, 'scope')
-        await open_session(self._database, session_id, scope)
+        with span('open_session', self._database.backend, session_id):
+            await open_session(self._database, session_id, scope)
         return Session(
             self._database,
             session_id,
