@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage
-from sqlalchemy import String, cast, delete, insert, literal, select, update
+from sqlalchemy import Insert, String, bindparam, cast, delete, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import message_text
 
@@ -23,16 +23,20 @@ from ._ids import new_token
 from ._run_state import NewSummary
 from ._tree import Span, on_path
 from .errors import SessionConflict
-from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .rows import Base, MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = (
+    'MESSAGE_INSERT',
+    'SUMMARY_INSERT',
     'add_root_segment',
     'copy_path',
     'delete_session',
     'insert_messages',
     'insert_summary',
+    'message_rows',
     'new_session_row',
     'open_session',
+    'summary_row',
 )
 
 
@@ -117,8 +121,81 @@ async def delete_session(database: Database, session_id: str, scope: str | None)
     await database.write(session_id, remove)
 
 
+def message_rows(
+    session_pk: int,
+    segment_pk: int,
+    start: int,
+    messages: Sequence[ModelMessage],
+    tokens: Sequence[int],
+    entry_ids: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """`messages` as rows at positions `start..` of a segment, with new entry ids unless the caller's have them."""
+    moment = now()
+    return [
+        {
+            'session_pk': session_pk,
+            'segment_pk': segment_pk,
+            'position': start + offset,
+            'entry_id': entry_ids[offset] if entry_ids is not None else new_token(),
+            'run_id': getattr(message, 'run_id', None),
+            'kind': message.kind,
+            'payload': dump_message(message),
+            # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
+            'text': message_text(message).replace('\x00', ''),
+            'tokens': count,
+            'created_at': moment,
+        }
+        for offset, (message, count) in enumerate(zip(messages, tokens, strict=True))
+    ]
+
+
+def summary_row(
+    session_pk: int, segment_pk: int, previous: int | None, summary: NewSummary, created_at: datetime
+) -> dict[str, Any]:
+    """`summary`, made on the segment's path, as the row linking after `previous`."""
+    return {
+        'session_pk': session_pk,
+        'segment_pk': segment_pk,
+        'previous_pk': previous,
+        'covers_from': summary.covers_from,
+        'covers_to': summary.covers_to,
+        'text': summary.text,
+        'tokens': summary.tokens,
+        'model_name': summary.model_name,
+        'usage': dump_usage(summary.usage),
+        'created_at': created_at,
+    }
+
+
+def _insert_of(row: type[Base], columns: Sequence[str]) -> Insert:
+    return insert(row).values({name: bindparam(name) for name in columns})
+
+
+MESSAGE_INSERT = _insert_of(
+    MessageRow,
+    ('session_pk', 'segment_pk', 'position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens', 'created_at'),
+)
+"""A row of `message_rows`, inserted."""
+SUMMARY_INSERT = _insert_of(
+    SummaryRow,
+    (
+        'session_pk',
+        'segment_pk',
+        'previous_pk',
+        'covers_from',
+        'covers_to',
+        'text',
+        'tokens',
+        'model_name',
+        'usage',
+        'created_at',
+    ),
+).returning(SummaryRow.pk)
+"""A `summary_row`, inserted; returns its key."""
+
+
 async def insert_messages(
-    db: AsyncSession | AsyncConnection,
+    db: AsyncSession,
     session_pk: int,
     segment_pk: int,
     start: int,
@@ -127,32 +204,12 @@ async def insert_messages(
     entry_ids: Sequence[str] | None = None,
 ) -> None:
     """Append `messages` to a segment at positions `start..`, with new entry ids unless the caller's have them."""
-    if not messages:
-        return
-    moment = now()
-    await db.execute(
-        insert(MessageRow),
-        [
-            {
-                'session_pk': session_pk,
-                'segment_pk': segment_pk,
-                'position': start + offset,
-                'entry_id': entry_ids[offset] if entry_ids is not None else new_token(),
-                'run_id': getattr(message, 'run_id', None),
-                'kind': message.kind,
-                'payload': dump_message(message),
-                # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
-                'text': message_text(message).replace('\x00', ''),
-                'tokens': count,
-                'created_at': moment,
-            }
-            for offset, (message, count) in enumerate(zip(messages, tokens, strict=True))
-        ],
-    )
+    if messages:
+        await db.execute(MESSAGE_INSERT, message_rows(session_pk, segment_pk, start, messages, tokens, entry_ids))
 
 
 async def insert_summary(
-    db: AsyncSession | AsyncConnection,
+    db: AsyncSession,
     session_pk: int,
     segment_pk: int,
     previous: int | None,
@@ -160,22 +217,7 @@ async def insert_summary(
     created_at: datetime,
 ) -> int:
     """Store `summary`, made on the segment's path, as the link after `previous`; its primary key."""
-    pk = await db.scalar(
-        insert(SummaryRow)
-        .values(
-            session_pk=session_pk,
-            segment_pk=segment_pk,
-            previous_pk=previous,
-            covers_from=summary.covers_from,
-            covers_to=summary.covers_to,
-            text=summary.text,
-            tokens=summary.tokens,
-            model_name=summary.model_name,
-            usage=dump_usage(summary.usage),
-            created_at=created_at,
-        )
-        .returning(SummaryRow.pk)
-    )
+    pk = await db.scalar(SUMMARY_INSERT, summary_row(session_pk, segment_pk, previous, summary, created_at))
     assert pk is not None
     return int(pk)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
@@ -14,6 +15,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from . import migration
+from ._driver import Transaction, is_locked
+from ._driver import transaction as driver_transaction
 from ._engine import SQLITE_BEGIN, create_engine, sqlite_path
 from ._ids import check_id
 from ._run_state import WindowCache
@@ -106,9 +109,9 @@ class Database:
         """
         return await self._retrying(session_id, self._writers, work)
 
-    async def write_core(self, session_id: str, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """`write` on a plain connection, for the hot path's Core statements."""
-        return await self._retrying(session_id, self._writer.connect, work)
+    async def write_direct(self, session_id: str, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """`write` on the driver's own connection, for the hot path's statements (see `_driver`)."""
+        return await self._retrying(session_id, lambda: driver_transaction(self.engine), work)
 
     async def _retrying(
         self,
@@ -119,10 +122,13 @@ class Database:
         await self.ready()
         for attempt in range(1, _LOCKED_TRIES + 1):
             try:
-                async with opened() as db, db.begin():
+                async with opened() as db:
+                    if isinstance(db, AsyncSession):
+                        async with db.begin():
+                            return await work(db)
                     return await work(db)
-            except OperationalError as error:
-                if 'locked' not in str(error.orig):
+            except (OperationalError, sqlite3.OperationalError) as error:
+                if not is_locked(getattr(error, 'orig', error)):
                     raise
                 if attempt == _LOCKED_TRIES:
                     raise StoreError(
