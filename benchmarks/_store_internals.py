@@ -1,9 +1,9 @@
 """Every use the benchmarks make of `session_store`'s internals, one small function per internal.
 
 The benchmarks time the store's own steps (reading a window, appending a run) and fill archives faster
-than runs could, so they call what is not public API: `session_store._archive`'s `load_window`,
-`store_run` and `insert_messages` on the store's `Database`, and the data carriers `RunRecord` and
-`NewSummary`. This file is the one place that reaches them; nothing else in `benchmarks/` does.
+than runs could, so they call what is not public API: `load_window` and `store_run` (`session_store._windows`)
+and `insert_messages` (`session_store._archive`) on the store's `Database`, and the data carriers `RunRecord`
+and `NewSummary`. This file is the one place that reaches them; nothing else in `benchmarks/` does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import select, update
 
-from session_store import SessionStore, _archive
+from session_store import SessionStore, _archive, _windows
 from session_store._database import Database
 from session_store._run_state import LoadedWindow, NewSummary, RunRecord
 from session_store.rows import SessionRow
@@ -31,7 +31,7 @@ def new_summary(covers_from: int, covers_to: int, text: str, tokens: int, model_
 
 async def load_window(store: SessionStore, session_id: str) -> LoadedWindow:
     """What a run on the (unscoped) session starts from: its stored window and the revision it was read at."""
-    return await _archive.load_window(_database(store), session_id, None, store.processor)
+    return await _windows.load_window(_database(store), session_id, None, store.processor)
 
 
 async def store_run(
@@ -55,7 +55,7 @@ async def store_run(
         usage=loaded.usage,
         deferred_tool_requests=None,
     )
-    await _archive.store_run(_database(store), session_id, loaded, record)
+    await _windows.store_run(_database(store), session_id, loaded, record)
 
 
 def _database(store: SessionStore) -> Database:

@@ -156,6 +156,12 @@ BRANCH_POINTS = 10
 """3: branch points the branched session's active path crosses."""
 QUICK_TREE, QUICK_TREE_PATH, QUICK_BRANCH_POINTS = 1_000, 400, 3
 TARGET_BRANCHED = 2.0
+HOT_SIZE, HOT_TRIGGER, HOT_ROUNDS, QUICK_HOT_ROUNDS = 2_000, 100, 31, 5
+"""4: the session's length, its sliding window's trigger (it keeps `TAIL`), and the rounds measured."""
+TARGET_WARM_READ, TARGET_FIRST_OPEN, TARGET_ADDED = 1.0, 1.5, 0.5
+"""4's targets, each as ours / the peer's."""
+TARGET_APPEND = 3.0
+"""1: our store_run's throughput at least this many times the peer's add_items, at equal durability."""
 """The target, reported against, never asserted: opening a session whose active path crosses the branch points
 costs at most this much more than opening a linear one of the same length."""
 SYSTEM_PROMPT = 'You are a careful support agent. Use the tools; never guess an order number.'
@@ -218,7 +224,9 @@ class Plan:
     tree: Tree
     """The branched session of 3."""
     parts: Sequence[int]
-    """Which of the parts 1, 2, 3 to run."""
+    """Which of the parts 1, 2, 3, 4 to run."""
+    rounds: int
+    """4: rounds of the hot path."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -628,19 +636,24 @@ def check_items(items: Sequence[PeerItem], limit: int | None, size: int) -> None
     assert items[-1] == peer_turn(size // 4 - 1)[-1], items[-1]
 
 
-def ours_first_open(url: str, size: int, session_id: str = 'archive') -> Measure:
+def ours_first_open(
+    url: str, size: int, session_id: str = 'archive', processor: SlidingWindowProcessor | None = None
+) -> Measure:
     """A new `SessionStore` (engine, schema revision check), `store.session(id)`, `session.context()`; `size`
-    is the length of the session's active path."""
+    is the length of the session's active path, whose window is checked when it has its summary chain."""
 
     async def measure() -> float:
         start = time.perf_counter()
-        store = SessionStore(url)
+        store = SessionStore(url, processor=processor)
         try:
             window = await (await store.session(session_id)).context()
             elapsed = time.perf_counter() - start
         finally:
             await store.close()
-        check_window(window, size)
+        if processor is None:
+            check_window(window, size)
+        else:  # a sliding window's, between its kept tail and its trigger
+            assert TAIL <= len(window) <= HOT_TRIGGER, len(window)
         return elapsed
 
     return measure
@@ -657,14 +670,14 @@ def ours_warm_open(store: SessionStore, size: int, session_id: str = 'archive') 
     return measure
 
 
-def peer_first_open(url: str, size: int, limit: int | None) -> Measure:
+def peer_first_open(url: str, size: int, limit: int | None, session_id: str = 'archive') -> Measure:
     """A new engine, `SQLAlchemySession(id, engine=..., create_tables=True)`, `get_items(limit)`."""
 
     async def measure() -> float:
         start = time.perf_counter()
         engine = create_async_engine(url)
         try:
-            items = await SQLAlchemySession('archive', engine=engine, create_tables=True).get_items(limit)
+            items = await SQLAlchemySession(session_id, engine=engine, create_tables=True).get_items(limit)
             elapsed = time.perf_counter() - start
         finally:
             await engine.dispose()
@@ -893,6 +906,12 @@ def print_append(results: AppendResults, turns: int, backend: str) -> None:
         f'append (read + store) on {backend}: ours {ours.cycle:,.0f} items/s, peer {peer.cycle:,.0f} items/s '
         f'(get_items + add_items) -> ours/peer {ours.cycle / peer.cycle:.2f} x'
     )
+    equal = results.peer_normal or peer  # on SQLite, the peer at our durability (synchronous=NORMAL)
+    factor = ours.store / equal.store
+    print(
+        f"target on {backend}: store_run >= {TARGET_APPEND} x the peer's add_items at equal durability: "
+        f'{factor:.2f} x, {"met" if factor >= TARGET_APPEND else "MISSED"}'
+    )
     print()
 
 
@@ -988,6 +1007,118 @@ def print_branched(opening: BranchedOpening, tree: Tree, backend: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
+# 4. The hot path
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HotPath:
+    """Median ms per round of 4's figures; the peer's are None when it is not installed."""
+
+    ours_warm: float
+    ours_first: float
+    ours_added: float
+    peer_warm: float | None = None
+    peer_first: float | None = None
+    peer_cycle: float | None = None
+
+
+async def fill_hot(store: SessionStore, messages: Sequence[ModelMessage]) -> None:
+    """The session 'hot' at its steady state: `messages` archived, the window its last `TAIL`."""
+    await store.session('hot')
+    loaded = await load_window(store, 'hot')
+    await store_run(store, 'hot', loaded, messages, token_counts(messages), window_start=len(messages) - TAIL)
+
+
+async def hot_path_benchmark(databases: Databases, rounds: int) -> HotPath:
+    """4.'s rounds: each contender's figures taken in turn, on one session of `HOT_SIZE` messages each."""
+    processor = SlidingWindowProcessor(trigger=('messages', HOT_TRIGGER), keep=('messages', TAIL))
+    capability = SlidingWindow(trigger=processor.trigger, keep=processor.keep)
+    agent = scripted_agent(ParallelToolAssistant())
+    ours_url, peer_url = databases.url('hot-ours'), databases.url('hot-peer')
+    times: dict[str, list[float]] = {name: [] for name in ('ours_warm', 'ours_first', 'ours_added')}
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(SessionStore(ours_url, processor=processor))
+        await fill_hot(store, our_archive(HOT_SIZE))
+        session = await store.session('hot')
+        peer: SQLAlchemySession | None = None
+        if HAVE_PEER:
+            times.update(peer_warm=[], peer_first=[], peer_cycle=[])
+            engine = peer_engine(peer_url, synchronous_normal=databases.sqlite)
+            stack.push_async_callback(engine.dispose)
+            peer = SQLAlchemySession('hot', engine=engine, create_tables=True)
+            await peer.add_items(peer_archive(HOT_SIZE))
+        for turn in range(rounds + 1):  # the first round warms every path up, untimed
+            timed: dict[str, float] = {}
+            with quiet_gc():
+                start = time.perf_counter()
+                window = await session.context()
+                timed['ours_warm'] = time.perf_counter() - start
+                assert TAIL <= len(window) <= HOT_TRIGGER, len(window)
+                start = time.perf_counter()
+                await agent.run(f'Turn M{turn}', message_history=window, capabilities=[capability])
+                middle = time.perf_counter()
+                await session.run(agent, f'Turn M{turn}')
+                timed['ours_added'] = (time.perf_counter() - middle) - (middle - start)
+                timed['ours_first'] = await ours_first_open(ours_url, HOT_SIZE, 'hot', processor)()
+                if peer is not None:
+                    start = time.perf_counter()
+                    items = await peer.get_items(TAIL)
+                    timed['peer_warm'] = time.perf_counter() - start
+                    start = time.perf_counter()
+                    await peer.get_items(TAIL)
+                    await peer.add_items(peer_turn(HOT_SIZE // 4 + turn))
+                    timed['peer_cycle'] = time.perf_counter() - start
+                    assert len(items) == TAIL, len(items)
+                    timed['peer_first'] = await peer_first_open(peer_url, HOT_SIZE + 4 * (turn + 1), TAIL, 'hot')()
+            if turn:
+                for name, seconds in timed.items():
+                    times[name].append(seconds)
+    medians = {name: statistics.median(seconds) * 1_000 for name, seconds in times.items()}
+    return HotPath(**medians)
+
+
+def print_hot_path(hot: HotPath, rounds: int, backend: str) -> None:
+    print(
+        f'4. The hot path on {backend}: a {HOT_SIZE:,}-message session, sliding window {HOT_TRIGGER}/{TAIL}, the '
+        f'scripted agent, {rounds} alternating rounds, median ms'
+    )
+    rows = [
+        ('warm window read', 'session.context()', hot.ours_warm, f'get_items(limit={TAIL})', hot.peer_warm),
+        (
+            'first open after restart',
+            'new store + session + context()',
+            hot.ours_first,
+            f'new engine + session + get_items(limit={TAIL})',
+            hot.peer_first,
+        ),
+        (
+            'what the store adds to a run',
+            'session.run - agent.run',
+            hot.ours_added,
+            f'get_items(limit={TAIL}) + add_items(4)',
+            hot.peer_cycle,
+        ),
+    ]
+    for name, ours_is, ours, peer_is, peer in rows:
+        print(f'   {name:<30} ours {ours:>7.2f}  ({ours_is})')
+        print(f'   {"":<30} peer {cell(peer):>7}  ({peer_is})')
+    print()
+    targets = [
+        ('warm window read', hot.ours_warm, hot.peer_warm, TARGET_WARM_READ, f"peer's get_items(limit={TAIL})"),
+        ('first open after restart', hot.ours_first, hot.peer_first, TARGET_FIRST_OPEN, "peer's first open"),
+        ('what the store adds to a run', hot.ours_added, hot.peer_cycle, TARGET_ADDED, "peer's read + add_items"),
+    ]
+    for name, ours, peer, target, against in targets:
+        if peer is None:
+            print(f'target on {backend}: {name} <= {target} x {against}: peer {PEER_MISSING}')
+            continue
+        verdict = 'met' if ours / peer <= target else 'MISSED'
+        print(f'target on {backend}: {name} <= {target} x {against}: {ours / peer:.2f} x, {verdict}')
+    print()
+
+
+# ---------------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------------
 
@@ -1013,6 +1144,8 @@ async def run_backend(databases: Databases, title: str, plan: Plan) -> None:
         if 3 in plan.parts:
             branched = await branched_benchmark(databases, plan.tree, plan.repeats)
             print_branched(branched, plan.tree, databases.title)
+        if 4 in plan.parts:
+            print_hot_path(await hot_path_benchmark(databases, plan.rounds), plan.rounds, databases.title)
     finally:
         databases.close()
 
@@ -1061,9 +1194,15 @@ def parse_args() -> tuple[Plan, list[str]]:
     parser.add_argument('--tree', type=int, help=f'3: messages in the branched tree (default {TREE})')
     parser.add_argument('--tree-path', type=int, help=f'3: messages on its active path (default {TREE_PATH})')
     parser.add_argument('--branch-points', type=int, help=f'3: branch points on the path (default {BRANCH_POINTS})')
+    parser.add_argument('--rounds', type=int, help=f'4: rounds of the hot path (default {HOT_ROUNDS})')
     parser.add_argument('--backends', nargs='+', choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument(
-        '--parts', type=int, nargs='+', choices=(1, 2, 3), default=[1, 2, 3], help='which parts to run (default all)'
+        '--parts',
+        type=int,
+        nargs='+',
+        choices=(1, 2, 3, 4),
+        default=[1, 2, 3, 4],
+        help='which parts to run (default all)',
     )
     args = parser.parse_args()
     quick = args.quick
@@ -1088,6 +1227,7 @@ def parse_args() -> tuple[Plan, list[str]]:
         append_repeats=QUICK_REPEATS if quick else APPEND_REPEATS,
         tree=tree,
         parts=sorted(set(args.parts)),
+        rounds=given(args.rounds, QUICK_HOT_ROUNDS, HOT_ROUNDS),
     )
     return plan, args.backends
 

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
 from pydantic_ai.direct import model_request
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, TextPart, UserPromptPart
 from pydantic_ai.models import Model
@@ -27,6 +28,7 @@ __all__ = (
 )
 
 logger = logging.getLogger(__name__)
+_tracer = trace.get_tracer('processors')
 
 DEFAULT_TRIGGER: ContextSize = ('tokens', 170_000)
 DEFAULT_KEEP: ContextSize = ('messages', 20)
@@ -130,9 +132,18 @@ class SummarizationProcessor(WindowedProcessor):
         self._windowing = build_windowing(self)
 
     async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
-        cut = self._trimmed_cut(lineage, cut)
+        # A span per summarizer call, so a slow turn shows where its time went; a no-op without an SDK.
+        with _tracer.start_as_current_span('processors.summarize') as current:
+            compaction = await self._summarize(lineage, self._trimmed_cut(lineage, cut), context_window)
+            current.set_attribute('processors.summarize.outcome', 'summarized' if compaction.persist else 'failed')
+            return compaction
+
+    async def _summarize(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
         evicted = lineage.messages[lineage.cut : cut]
         previous = lineage.summary
+        current = trace.get_current_span()
+        current.set_attribute('processors.summarize.messages', len(evicted))
+        current.set_attribute('processors.summarize.extends_summary', previous is not None)
         prompt = self.summary_prompt.replace('{messages}', summarizer_input(previous, evicted))
         try:
             # One plain model request: no agent loop, so no retries that would read the messages again.
@@ -157,6 +168,7 @@ class SummarizationProcessor(WindowedProcessor):
         ):
             return await self._fail('oversized', f'the summary is {tokens} tokens', len(evicted))
         lineage.summary = text
+        current.set_attribute('processors.summarize.summary_tokens', tokens)
         await _notify(
             self.on_summary,
             Summary(
@@ -185,6 +197,7 @@ class SummarizationProcessor(WindowedProcessor):
 
     async def _fail(self, reason: str, detail: str, pending: int, error: BaseException | None = None) -> Compaction:
         failure = SummarizationFailure(reason=reason, detail=detail, pending=pending, error=error)  # type: ignore[arg-type]
+        trace.get_current_span().set_attribute('processors.summarize.failure', reason)
         logger.warning('Summarization failed (%s: %s); this request uses the sliding window.', reason, detail)
         await _notify(self.on_failure, failure)
         return Compaction(persist=False)

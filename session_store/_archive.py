@@ -7,36 +7,37 @@ all write through here, so a message is stored one way whoever stores it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
-from sqlalchemy import String, cast, delete, insert, literal, select, update
+from pydantic_ai.messages import ModelMessage
+from sqlalchemy import Insert, String, bindparam, cast, delete, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from processors import message_text, summary_request
+from processors import message_text
 
-from ._codec import decode, dump_message, dump_usage, load_usage, now
-from ._database import Database, active_segment, find_session
+from ._codec import dump_message, dump_usage, now
+from ._database import Database, find_session
 from ._ids import new_token
-from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
-from ._tree import Span, best_summary, on_path, path_spans
+from ._run_state import NewSummary
+from ._tree import Span, on_path
 from .errors import SessionConflict
-from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .rows import Base, MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = (
+    'MESSAGE_INSERT',
+    'SUMMARY_INSERT',
     'add_root_segment',
     'copy_path',
     'delete_session',
     'insert_messages',
     'insert_segment',
     'insert_summary',
-    'load_window',
+    'message_rows',
     'new_session_row',
     'open_session',
-    'store_run',
+    'summary_row',
 )
 
 
@@ -142,6 +143,79 @@ async def delete_session(database: Database, session_id: str, scope: str | None)
     await database.write(session_id, remove)
 
 
+def message_rows(
+    session_pk: int,
+    segment_pk: int,
+    start: int,
+    messages: Sequence[ModelMessage],
+    tokens: Sequence[int],
+    entry_ids: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """`messages` as rows at positions `start..` of a segment, with new entry ids unless the caller's have them."""
+    moment = now()
+    return [
+        {
+            'session_pk': session_pk,
+            'segment_pk': segment_pk,
+            'position': start + offset,
+            'entry_id': entry_ids[offset] if entry_ids is not None else new_token(),
+            'run_id': getattr(message, 'run_id', None),
+            'kind': message.kind,
+            'payload': dump_message(message),
+            # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
+            'text': message_text(message).replace('\x00', ''),
+            'tokens': count,
+            'created_at': moment,
+        }
+        for offset, (message, count) in enumerate(zip(messages, tokens, strict=True))
+    ]
+
+
+def summary_row(
+    session_pk: int, segment_pk: int, previous: int | None, summary: NewSummary, created_at: datetime
+) -> dict[str, Any]:
+    """`summary`, made on the segment's path, as the row linking after `previous`."""
+    return {
+        'session_pk': session_pk,
+        'segment_pk': segment_pk,
+        'previous_pk': previous,
+        'covers_from': summary.covers_from,
+        'covers_to': summary.covers_to,
+        'text': summary.text,
+        'tokens': summary.tokens,
+        'model_name': summary.model_name,
+        'usage': dump_usage(summary.usage),
+        'created_at': created_at,
+    }
+
+
+def _insert_of(row: type[Base], columns: Sequence[str]) -> Insert:
+    return insert(row).values({name: bindparam(name) for name in columns})
+
+
+MESSAGE_INSERT = _insert_of(
+    MessageRow,
+    ('session_pk', 'segment_pk', 'position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens', 'created_at'),
+)
+"""A row of `message_rows`, inserted."""
+SUMMARY_INSERT = _insert_of(
+    SummaryRow,
+    (
+        'session_pk',
+        'segment_pk',
+        'previous_pk',
+        'covers_from',
+        'covers_to',
+        'text',
+        'tokens',
+        'model_name',
+        'usage',
+        'created_at',
+    ),
+).returning(SummaryRow.pk)
+"""A `summary_row`, inserted; returns its key."""
+
+
 async def insert_messages(
     db: AsyncSession,
     session_pk: int,
@@ -152,28 +226,8 @@ async def insert_messages(
     entry_ids: Sequence[str] | None = None,
 ) -> None:
     """Append `messages` to a segment at positions `start..`, with new entry ids unless the caller's have them."""
-    if not messages:
-        return
-    moment = now()
-    await db.execute(
-        insert(MessageRow),
-        [
-            {
-                'session_pk': session_pk,
-                'segment_pk': segment_pk,
-                'position': start + offset,
-                'entry_id': entry_ids[offset] if entry_ids is not None else new_token(),
-                'run_id': getattr(message, 'run_id', None),
-                'kind': message.kind,
-                'payload': dump_message(message),
-                # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
-                'text': message_text(message).replace('\x00', ''),
-                'tokens': count,
-                'created_at': moment,
-            }
-            for offset, (message, count) in enumerate(zip(messages, tokens, strict=True))
-        ],
-    )
+    if messages:
+        await db.execute(MESSAGE_INSERT, message_rows(session_pk, segment_pk, start, messages, tokens, entry_ids))
 
 
 async def insert_summary(
@@ -185,102 +239,9 @@ async def insert_summary(
     created_at: datetime,
 ) -> int:
     """Store `summary`, made on the segment's path, as the link after `previous`; its primary key."""
-    pk = await db.scalar(
-        insert(SummaryRow)
-        .values(
-            session_pk=session_pk,
-            segment_pk=segment_pk,
-            previous_pk=previous,
-            covers_from=summary.covers_from,
-            covers_to=summary.covers_to,
-            text=summary.text,
-            tokens=summary.tokens,
-            model_name=summary.model_name,
-            usage=dump_usage(summary.usage),
-            created_at=created_at,
-        )
-        .returning(SummaryRow.pk)
-    )
+    pk = await db.scalar(SUMMARY_INSERT, summary_row(session_pk, segment_pk, previous, summary, created_at))
     assert pk is not None
     return int(pk)
-
-
-async def load_window(
-    database: Database, session_id: str, scope: str | None, processor: WindowProcessor
-) -> LoadedWindow:
-    """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read."""
-    async with database.read() as db:
-        row = await find_session(db, session_id, scope)
-        segment_pk = active_segment(row)
-        spans = await path_spans(db, row.pk, segment_pk, row.message_count)
-        summary = await best_summary(db, row.pk, spans, ending_by=row.window_start)
-        # Range scans along the active path: the head (at least the first message, for its system
-        # prompt) and the tail; the archive between them is not read.
-        head_end = min(max(row.head_end, 1), row.window_start)
-        query = select(MessageRow.position, MessageRow.payload, MessageRow.tokens)
-        rows = (await db.execute(on_path(query, spans, (0, head_end), (row.window_start, row.message_count)))).all()
-    loaded = [(position, decode(session_id, position, payload), tokens) for position, payload, tokens in rows]
-    head = [entry for entry in loaded if entry[0] < row.head_end]
-    tail = [entry for entry in loaded if entry[0] >= row.window_start and entry[0] >= row.head_end]
-    first = [loaded[0][1]] if loaded and loaded[0][0] == 0 else []
-    parts: list[ModelRequestPart] = []
-    if summary is not None:
-        parts = list(summary_request(processor.kept_system_parts(first), summary.text).parts)
-    elif row.window_start > row.head_end:  # the system prompt's own message was cut
-        parts = list(processor.kept_system_parts(first))
-    window: list[tuple[int, ModelMessage, int | None]] = [*head, *tail]
-    if parts and tail:
-        # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request
-        # (a cut always starts the tail with one); the run's history then lines up with the archive.
-        position, opening, _ = tail[0]
-        assert isinstance(opening, ModelRequest)
-        window[len(head)] = (position, replace(opening, parts=[*parts, *opening.parts]), None)
-    return LoadedWindow(
-        session_pk=row.pk,
-        segment_pk=segment_pk,
-        revision=row.revision,
-        message_count=row.message_count,
-        head_end=row.head_end,
-        window_start=row.window_start,
-        summary_pk=None if summary is None else summary.pk,
-        messages=[m for _, m, _ in window],
-        positions=[p for p, _, _ in window],
-        tokens=[t for _, _, t in window],
-        usage=load_usage(row.usage),
-    )
-
-
-async def store_run(database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord) -> None:
-    """Append a run's messages and summaries, and move the window, in one transaction.
-
-    Raises:
-        SessionConflict: Another run was stored since `loaded` was read; nothing was written.
-    """
-
-    async def append(db: AsyncSession) -> None:
-        moved = await db.execute(
-            update(SessionRow)
-            .where(SessionRow.pk == loaded.session_pk, SessionRow.revision == loaded.revision)
-            .values(
-                revision=new_token(),
-                message_count=loaded.message_count + len(record.messages),
-                head_end=record.head_end,
-                window_start=record.window_start,
-                usage=dump_usage(record.usage),
-                deferred_tool_requests=record.deferred_tool_requests,
-                updated_at=now(),
-            )
-        )
-        if moved.rowcount != 1:  # type: ignore[attr-defined]
-            raise SessionConflict(session_id)
-        await insert_messages(
-            db, loaded.session_pk, loaded.segment_pk, loaded.message_count, record.messages, record.tokens
-        )
-        previous = loaded.summary_pk
-        for summary in record.summaries:
-            previous = await insert_summary(db, loaded.session_pk, loaded.segment_pk, previous, summary, now())
-
-    await database.write(session_id, append)
 
 
 async def copy_path(db: AsyncSession, spans: Sequence[Span], end: int, session_pk: int, segment_pk: int) -> int:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import TypeVar
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from . import migration
+from ._driver import Transaction, is_locked
+from ._driver import transaction as driver_transaction
 from ._engine import SQLITE_BEGIN, create_engine, sqlite_path
 from ._ids import check_id
+from ._run_state import WindowCache
 from .errors import SessionNotFound, StoreError
 from .rows import SessionRow
 
@@ -37,11 +41,19 @@ class Database:
         self.url = url
         self.engine: AsyncEngine = create_engine(url, read_only=read_only)
         self.read_only = read_only
+        self.backend = self.engine.dialect.name
+        """`sqlite` or `postgresql`, as telemetry names it."""
         self._migrate_empty = migrate_empty and not read_only
         self._readers = async_sessionmaker(self.engine, expire_on_commit=False)
-        self._writers = async_sessionmaker(
-            self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'}), expire_on_commit=False
+        self._writer = self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
+        self._autocommit = (
+            self.engine.execution_options(**{SQLITE_BEGIN: None})
+            if self.engine.dialect.name == 'sqlite'
+            else self.engine.execution_options(isolation_level='AUTOCOMMIT')
         )
+        self._writers = async_sessionmaker(self._writer, expire_on_commit=False)
+        self.windows = WindowCache()
+        """The windows this store read or wrote last, decoded, each valid at its revision."""
         self._checked = False
         self._check_lock = asyncio.Lock()
 
@@ -78,19 +90,45 @@ class Database:
         async with self._readers() as db:
             yield db
 
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        """A plain connection for the hot path's reads, each statement on its own (no transaction around them).
+
+        For reads whose rows don't change once written (a window's messages and summaries), where an ORM
+        session's bookkeeping and a transaction's begin and end would only cost.
+        """
+        await self.ready()
+        async with self._autocommit.connect() as db:
+            yield db
+
     async def write(self, session_id: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-        """Run `work` in a write transaction, retrying while SQLite reports its lock taken.
+        """Run `work` in a write transaction (an ORM session), retrying while SQLite reports its lock taken.
 
         WAL and the busy timeout make most writers wait their turn; a transaction that read before
         writing can still be refused at once, and is safe to run again from the start.
         """
+        return await self._retrying(session_id, self._writers, work)
+
+    async def write_direct(self, session_id: str, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """`write` on the driver's own connection, for the hot path's statements (see `_driver`)."""
+        return await self._retrying(session_id, lambda: driver_transaction(self.engine), work)
+
+    async def _retrying(
+        self,
+        session_id: str,
+        opened: Callable[[], AbstractAsyncContextManager[Any]],
+        work: Callable[[Any], Awaitable[T]],
+    ) -> T:
         await self.ready()
         for attempt in range(1, _LOCKED_TRIES + 1):
             try:
-                async with self._writers() as db, db.begin():
+                async with opened() as db:
+                    if isinstance(db, AsyncSession):
+                        async with db.begin():
+                            return await work(db)
                     return await work(db)
-            except OperationalError as error:
-                if 'locked' not in str(error.orig):
+            except (OperationalError, sqlite3.OperationalError) as error:
+                if not is_locked(getattr(error, 'orig', error)):
                     raise
                 if attempt == _LOCKED_TRIES:
                     raise StoreError(

@@ -17,7 +17,7 @@ __all__ = ('DEFAULT_URL', 'SQLITE_BEGIN', 'create_engine', 'database_url', 'in_m
 DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
 
 SQLITE_BEGIN = 'session_store_sqlite_begin'
-"""Execution option: how a SQLite transaction begins (`''` deferred, `'IMMEDIATE'` for writers)."""
+"""Execution option: how a SQLite transaction begins (`''` deferred, `'IMMEDIATE'` for writers, `None` not at all)."""
 
 _ASYNC_DRIVERS = {'sqlite': 'sqlite+aiosqlite', 'postgresql': 'postgresql+asyncpg', 'postgres': 'postgresql+asyncpg'}
 _SUPPORTED = ('sqlite+aiosqlite', 'postgresql+asyncpg')
@@ -79,7 +79,9 @@ def create_engine(url: URL, *, read_only: bool = False) -> AsyncEngine:
         if not os.access(path.resolve().parent, os.W_OK) and not Path(f'{path}-shm').exists():
             options['immutable'] = '1'
         url = url.set(database=f'file:{path.resolve()}').update_query_dict(options)
-    engine = create_async_engine(url, connect_args={'timeout': 30})
+    # Every connection is given back with its transaction ended (committed, or rolled back by its
+    # `Connection`), so the pool's own rollback on return would only cost another trip to the driver's thread.
+    engine = create_async_engine(url, connect_args={'timeout': 30}, pool_reset_on_return=None)
     event.listen(engine.sync_engine, 'connect', _tune_sqlite_readonly if read_only else _tune_sqlite)
     event.listen(engine.sync_engine, 'begin', _begin_sqlite)
     return engine
@@ -110,5 +112,8 @@ def _tune_sqlite_readonly(dbapi_connection: Any, _record: Any) -> None:
 
 def _begin_sqlite(connection: Connection) -> None:
     # A writer takes the write lock up front (waiting out the busy timeout) rather than reading
-    # first and being refused when it then tries to write.
-    connection.exec_driver_sql(f'BEGIN {connection.get_execution_options().get(SQLITE_BEGIN, "")}')
+    # first and being refused when it then tries to write. A reader that needs no snapshot across
+    # statements runs each in its own (SQLite's autocommit mode).
+    begin = connection.get_execution_options().get(SQLITE_BEGIN, '')
+    if begin is not None:
+        connection.exec_driver_sql(f'BEGIN {begin}')

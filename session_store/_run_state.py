@@ -1,17 +1,21 @@
-"""What one run reads from the store (`LoadedWindow`) and what it writes back (`RunRecord`, `NewSummary`)."""
+"""What one run reads from the store (`LoadedWindow`), what it writes back (`RunRecord`, `NewSummary`), and the
+windows a store keeps decoded between runs (`StoredWindow`, `WindowCache`)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
 from pydantic_ai.usage import RunUsage
 
-from processors import SlidingWindowProcessor, SummarizationProcessor
+from processors import SlidingWindowProcessor, SummarizationProcessor, summary_request
 
-__all__ = ('LoadedWindow', 'NewSummary', 'RunRecord', 'WindowProcessor')
+from ._codec import dump_usage, load_usage
+
+__all__ = ('LoadedWindow', 'NewSummary', 'RunRecord', 'StoredWindow', 'WindowCache', 'WindowProcessor', 'head_read')
 
 WindowProcessor = SlidingWindowProcessor | SummarizationProcessor
 """How a session compresses what the model sees; the store keeps every message either way."""
@@ -61,3 +65,128 @@ class RunRecord:
     """Each summary the run made, oldest first."""
     usage: RunUsage
     deferred_tool_requests: dict[str, Any] | None
+
+
+Entry = tuple[int, ModelMessage, int]
+"""An archived message a window holds: its position, the message, its stored token count."""
+
+
+@dataclass(frozen=True)
+class StoredWindow:
+    """A session's window as the archive holds it, before the bridge (summary or system prompt) is merged in.
+
+    `entries` are exactly the rows a read of the window takes: the head (at least the first message, for
+    its system prompt) and the tail from `window_start` on.
+    """
+
+    session_pk: int
+    segment_pk: int
+    revision: str
+    message_count: int
+    head_end: int
+    window_start: int
+    summary: tuple[int, str] | None
+    """The summary the window starts from: its key and text."""
+    next_summary_at: int | None
+    """Where the first summary on the path past `window_start` ends, if any: moving the start there reaches it."""
+    entries: tuple[Entry, ...]
+    usage: dict[str, Any]
+
+    def after(self, revision: str, record: RunRecord, summary_pks: list[int]) -> StoredWindow | None:
+        """This window once `record` is stored under `revision`; `None` when only a read can tell which
+        summary it starts from (a stored one further along the path comes within reach).
+        """
+        beyond = self.next_summary_at is not None and self.next_summary_at <= record.window_start
+        if record.summaries:
+            made = record.summaries[-1]
+            if made.covers_to != record.window_start or beyond:
+                return None
+            summary: tuple[int, str] | None = (summary_pks[-1], made.text)
+        elif beyond:
+            return None
+        else:
+            summary = self.summary
+        count = self.message_count + len(record.messages)
+        added = zip(range(self.message_count, count), record.messages, record.tokens, strict=True)
+        head = head_read(record.head_end, record.window_start)
+        entries = tuple(e for e in (*self.entries, *added) if e[0] < head or e[0] >= record.window_start)
+        if len(entries) != head + count - record.window_start:
+            return None  # the new head reaches messages this window did not hold
+        return StoredWindow(
+            session_pk=self.session_pk,
+            segment_pk=self.segment_pk,
+            revision=revision,
+            message_count=count,
+            head_end=record.head_end,
+            window_start=record.window_start,
+            summary=summary,
+            next_summary_at=self.next_summary_at,
+            entries=entries,
+            usage=dump_usage(record.usage),
+        )
+
+    def loaded(self, processor: WindowProcessor) -> LoadedWindow:
+        """The window a run starts from: head, then the tail with the bridge riding in its first request."""
+        first = [self.entries[0][1]] if self.entries and self.entries[0][0] == 0 else []
+        head = [e for e in self.entries if e[0] < self.head_end]
+        tail: list[tuple[int, ModelMessage, int | None]] = [
+            e for e in self.entries if e[0] >= self.window_start and e[0] >= self.head_end
+        ]
+        parts: list[ModelRequestPart] = []
+        if self.summary is not None:
+            parts = list(summary_request(processor.kept_system_parts(first), self.summary[1]).parts)
+        elif self.window_start > self.head_end:  # the system prompt's own message was cut
+            parts = list(processor.kept_system_parts(first))
+        if parts and tail:
+            # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request
+            # (a cut always starts the tail with one); the run's history then lines up with the archive.
+            position, opening, _ = tail[0]
+            assert isinstance(opening, ModelRequest)
+            tail[0] = (position, replace(opening, parts=[*parts, *opening.parts]), None)
+        window = [*head, *tail]
+        return LoadedWindow(
+            session_pk=self.session_pk,
+            segment_pk=self.segment_pk,
+            revision=self.revision,
+            message_count=self.message_count,
+            head_end=self.head_end,
+            window_start=self.window_start,
+            summary_pk=None if self.summary is None else self.summary[0],
+            messages=[m for _, m, _ in window],
+            positions=[p for p, _, _ in window],
+            tokens=[t for _, _, t in window],
+            usage=load_usage(self.usage),
+        )
+
+
+def head_read(head_end: int, window_start: int) -> int:
+    """Where a window read's head scan ends: past the first message (its system prompt) unless the tail starts there."""
+    return min(max(head_end, 1), window_start)
+
+
+class WindowCache:
+    """The last window of the sessions this process ran most recently, each valid at the revision it was read at.
+
+    The decoded messages are shared by the runs that start from them, as `result.all_messages()` is
+    when passed back to pydantic-ai: nobody changes a message in place.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._windows: OrderedDict[str, StoredWindow] = OrderedDict()
+
+    def get(self, session_id: str, session_pk: int, revision: str) -> StoredWindow | None:
+        window = self._windows.get(session_id)
+        if window is None or window.revision != revision or window.session_pk != session_pk:
+            return None
+        self._windows.move_to_end(session_id)
+        return window
+
+    def put(self, session_id: str, window: StoredWindow | None) -> None:
+        if window is None:
+            self._windows.pop(session_id, None)
+            return
+        self._windows[session_id] = window
+        self._windows.move_to_end(session_id)
+        if len(self._windows) > self.size:
+            self._windows.popitem(last=False)

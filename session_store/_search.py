@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ._codec import decode
 from ._database import Database, find_session
 from ._fulltext import rank_by_words, words
+from ._telemetry import span
 from ._tree import active_paths
 from .results import SearchHit
 from .rows import MessageRow, SessionRow
@@ -51,27 +52,29 @@ async def search(
     if scope is not None:
         query = query.where(SessionRow.scope == scope)
     rows: Sequence[_HitRow]
-    async with database.read() as db:
-        session_pk = None
-        if session_id is not None:
-            session_pk = (await find_session(db, session_id, scope)).pk
-            query = query.where(MessageRow.session_pk == session_pk)
-        if branches == 'active':
-            path = active_paths(session_pk)
-            query = query.join(
-                path,
-                and_(
-                    path.c.segment_pk == MessageRow.segment_pk,
-                    MessageRow.position >= path.c.start,
-                    MessageRow.position < path.c.end,
-                ),
-            )
-        if match == 'phrase':
-            escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
-            phrase = MessageRow.text.ilike(f'%{escaped}%', escape='\\')
-            rows = (await db.execute(query.where(phrase).order_by(MessageRow.pk.desc()))).all()
-        else:
-            rows = await _by_words(db, database.engine.dialect.name, query, text, session_pk)
+    with span('search', database.backend, session_id, match=match, branches=branches) as current:
+        async with database.read() as db:
+            session_pk = None
+            if session_id is not None:
+                session_pk = (await find_session(db, session_id, scope)).pk
+                query = query.where(MessageRow.session_pk == session_pk)
+            if branches == 'active':
+                path = active_paths(session_pk)
+                query = query.join(
+                    path,
+                    and_(
+                        path.c.segment_pk == MessageRow.segment_pk,
+                        MessageRow.position >= path.c.start,
+                        MessageRow.position < path.c.end,
+                    ),
+                )
+            if match == 'phrase':
+                escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+                phrase = MessageRow.text.ilike(f'%{escaped}%', escape='\\')
+                rows = (await db.execute(query.where(phrase).order_by(MessageRow.pk.desc()))).all()
+            else:
+                rows = await _by_words(db, database.engine.dialect.name, query, text, session_pk)
+        current.set_attribute('session_store.hits', len(rows))
     return [
         SearchHit(session_id=sid, scope=sc, position=pos, message=decode(sid, pos, payload), text=found)
         for sid, sc, pos, payload, found in rows

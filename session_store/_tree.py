@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TypeVarTuple
 
 from sqlalchemy import CTE, ColumnElement, CompoundSelect, Select, and_, desc, false, func, or_, select, union_all
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import aliased
 
 from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
@@ -23,6 +23,7 @@ __all__ = (
     'Span',
     'active_paths',
     'best_summary',
+    'best_summary_query',
     'entry_at',
     'on_path',
     'path_spans',
@@ -31,6 +32,7 @@ __all__ = (
     'spans_of',
     'summary_chain_on',
     'truncated',
+    'usable_summaries',
 )
 
 
@@ -47,7 +49,7 @@ Segments = dict[int, tuple[int | None, int]]
 """A session's segments: each one's parent and the position it starts at."""
 
 
-async def session_segments(db: AsyncSession, session_pk: int) -> Segments:
+async def session_segments(db: AsyncSession | AsyncConnection, session_pk: int) -> Segments:
     """The session's segments, each with its parent and the position it starts at: one SELECT."""
     rows = (
         await db.execute(
@@ -57,7 +59,7 @@ async def session_segments(db: AsyncSession, session_pk: int) -> Segments:
     return {pk: (parent, starts_at) for pk, parent, starts_at in rows}
 
 
-async def path_spans(db: AsyncSession, session_pk: int, segment_pk: int, length: int) -> list[Span]:
+async def path_spans(db: AsyncSession | AsyncConnection, session_pk: int, segment_pk: int, length: int) -> list[Span]:
     """The first `length` positions of the path ending in `segment_pk`, as spans from the root on."""
     return spans_of(await session_segments(db, session_pk), segment_pk, length)
 
@@ -131,16 +133,21 @@ def usable_summaries(spans: Sequence[Span]) -> ColumnElement[bool]:
     )
 
 
-async def best_summary(
-    db: AsyncSession, session_pk: int, spans: Sequence[Span], *, ending_by: int
-) -> SummaryRow | None:
+def best_summary_query(session_pk: int, spans: Sequence[Span], *, ending_by: int) -> Select[SummaryRow]:
     """The summary a window on the path starts from: of those wholly on it, ending by `ending_by`, the widest."""
-    query = (
+    return (
         select(SummaryRow)
         .where(SummaryRow.session_pk == session_pk, usable_summaries(spans), SummaryRow.covers_to <= ending_by)
         .order_by(desc(SummaryRow.covers_to), desc(SummaryRow.pk))
+        .limit(1)
     )
-    return await db.scalar(query.limit(1))
+
+
+async def best_summary(
+    db: AsyncSession, session_pk: int, spans: Sequence[Span], *, ending_by: int
+) -> SummaryRow | None:
+    """The summary a window on the path starts from (see `best_summary_query`)."""
+    return await db.scalar(best_summary_query(session_pk, spans, ending_by=ending_by))
 
 
 async def summary_chain_on(

@@ -4,28 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pydantic
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.result import StreamedRunResult
 from pydantic_ai.run import AgentRun, AgentRunResult
-from pydantic_ai.tools import DeferredToolRequests
-from pydantic_ai.usage import RunUsage
+from pydantic_ai.tools import DeferredToolRequests, RunContext
 
 from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability, count_tokens
 
-from ._archive import load_window, store_run
 from ._branches import last_prompt_position, list_branches, rewind, switch
 from ._database import Database
 from ._ids import new_token
 from ._leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
 from ._review import read_history, read_summaries
 from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
+from ._windows import load_window, store_run
 from .errors import StoreError
 from .recall import Recall, recall_toolset
 from .results import Branch, StoredSummary
@@ -117,26 +117,19 @@ class Session:
         self, agent: Agent[Any, Any], user_prompt: Any, kwargs: dict[str, Any], *, rewind_to: int | None = None
     ) -> AgentRunResult[Any]:
         async with self._turn(kwargs, user_prompt, rewind_to=rewind_to) as run:
-            result = await agent.run(user_prompt, **self._agent_kwargs(run, kwargs))
-            await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
-        return result
+            return await agent.run(user_prompt, **self._agent_kwargs(run, kwargs))
 
     @asynccontextmanager
     async def run_stream(
         self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any
     ) -> AsyncIterator[StreamedRunResult[Any, Any]]:
         """`agent.run_stream(...)` through this session; the run is stored once the stream completes."""
+        # The run is stored when it ends; an abandoned stream has no whole run, and stores nothing.
         async with (
             self._turn(kwargs, user_prompt) as run,
             agent.run_stream(user_prompt, **self._agent_kwargs(run, kwargs)) as stream,
         ):
             yield stream
-            if not stream.is_complete:
-                # An abandoned stream has no whole run to store; storing half of one would break the archive.
-                return
-            await self._store(
-                run, stream.all_messages(), stream.new_messages(), stream.usage, await stream.get_output()
-            )
 
     @asynccontextmanager
     async def iter(
@@ -148,9 +141,6 @@ class Session:
             agent.iter(user_prompt, **self._agent_kwargs(run, kwargs)) as agent_run,
         ):
             yield agent_run
-            result = agent_run.result
-            if result is not None:
-                await self._store(run, result.all_messages(), result.new_messages(), result.usage, result.output)
 
     async def context(self) -> list[ModelMessage]:
         """The stored window the next run starts from (before the new prompt): head, bridge and tail."""
@@ -231,26 +221,21 @@ class Session:
         return _Run(loaded=loaded, capability=capability, summaries=made)
 
     def _agent_kwargs(self, run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The caller's arguments plus the stored history, the window capability and the recall tools."""
+        """The caller's arguments plus the stored history, the window capability, the store and the recall tools."""
         # The window capability goes last, so it shapes the request after the caller's own capabilities.
         extra: dict[str, Any] = {
             'message_history': run.loaded.messages,
-            'capabilities': [*kwargs.get('capabilities', ()), run.capability],
+            'capabilities': [*kwargs.get('capabilities', ()), run.capability, _StoredWhenDone(self, run)],
+            'conversation_id': kwargs.get('conversation_id') or self.session_id,
         }
         if self.recall is not None:
             recall = recall_toolset(self._database, self.session_id, self.scope, self.recall)
             extra['toolsets'] = [*kwargs.get('toolsets', ()), recall]
         return {**kwargs, **extra}
 
-    async def _store(
-        self,
-        run: _Run,
-        all_messages: Sequence[ModelMessage],
-        new_messages: Sequence[ModelMessage],
-        usage: RunUsage,
-        output: object,
-    ) -> None:
+    async def _store(self, run: _Run, result: AgentRunResult[Any]) -> None:
         loaded = run.loaded
+        all_messages, new_messages = result.all_messages(), result.new_messages()
         known = len(loaded.messages)
         if len(all_messages) != known + len(new_messages):
             raise StoreError(
@@ -283,7 +268,7 @@ class Session:
             t if t is not None else await count_tokens(counter, [m]) for m, t in zip(new_messages, counted, strict=True)
         ]
         total = replace(loaded.usage)
-        total.incr(usage)
+        total.incr(result.usage)
         await store_run(
             self._database,
             self.session_id,
@@ -295,8 +280,26 @@ class Session:
                 window_start=window_start,
                 summaries=summaries,
                 usage=total,
-                deferred_tool_requests=_DEFERRED.dump_python(output, mode='json')
-                if isinstance(output, DeferredToolRequests)
+                deferred_tool_requests=_DEFERRED.dump_python(result.output, mode='json')
+                if isinstance(result.output, DeferredToolRequests)
                 else None,
             ),
         )
+
+
+@dataclass
+class _StoredWhenDone(AbstractCapability[Any]):
+    """Stores a session's run as it ends, inside the agent run: a failed store fails the run, and its span
+    nests under pydantic-ai's `invoke_agent`. A run that raises, or a stream abandoned before its end,
+    never gets here, and stores nothing."""
+
+    session: Session
+    run: _Run
+
+    async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        await self.session._store(self.run, result)
+        return result
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None

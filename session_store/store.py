@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from processors import SlidingWindowProcessor
 
-from ._archive import delete_session, load_window, open_session
+from ._archive import delete_session, open_session
 from ._branches import fork
 from ._database import Database
 from ._engine import DEFAULT_URL, database_url
@@ -23,7 +23,9 @@ from ._ids import check_id
 from ._review import list_sessions, read_history, read_summaries
 from ._run_state import WindowProcessor
 from ._search import search
+from ._telemetry import span
 from ._transfer import read_export, write_import
+from ._windows import load_window
 from .conversations import SQLConversationStore
 from .exports import SessionExport
 from .recall import Recall
@@ -127,7 +129,8 @@ class SessionStore:
         check_id(session_id)
         if scope is not None:
             check_id(scope, 'scope')
-        await open_session(self._database, session_id, scope)
+        with span('open_session', self._database.backend, session_id):
+            await open_session(self._database, session_id, scope)
         return Session(
             self._database,
             session_id,

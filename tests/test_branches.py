@@ -11,8 +11,8 @@ from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
 from session_store import SearchHit, Session, SessionConflict, SessionStore
-from session_store._archive import load_window, store_run
 from session_store._run_state import RunRecord
+from session_store._windows import load_window, store_run
 from testkit.scripted import MARKER, NEW_MESSAGES, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]

@@ -178,6 +178,11 @@ class Branching(RuleBasedStateMachine):
     @invariant()
     def the_window_holds_only_its_own_path(self) -> None:
         window = self.run(self.store.window('tree'))
+        # The window this store kept from its last run is the one a store with nothing cached reads.
+        fresh = SessionStore(self.url, processor=self.store.processor)
+        read = self.run(fresh.window('tree'))
+        self.run(fresh.close())
+        assert (window.messages, window.positions) == (read.messages, read.positions)
         on_path = turns(str(self.path.messages))
         # The summary the window carries names every turn it folded in: none may come from another branch.
         assert turns(str(window.messages)) <= on_path

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from session_store.migration import head_revision, migrations_dir
+from session_store.migration import SCHEMA_REVISION, head_revision, migrations_dir
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ('processors', 'session_store')
@@ -160,3 +160,8 @@ def test_a_fresh_venv_with_the_wheel_runs_the_demo_and_names_the_postgresql_extr
     )
     assert probe.returncode == 1
     assert 'pip install "pydantic-ai-session-store[postgresql]"' in probe.stderr
+
+
+def test_the_schema_revision_an_open_expects_is_the_migrations_head() -> None:
+    """Opens compare the database's revision with `SCHEMA_REVISION` before reading any migration script."""
+    assert head_revision() == SCHEMA_REVISION

@@ -15,8 +15,8 @@ from sqlalchemy import text
 
 from processors import SlidingWindowProcessor, SummarizationProcessor, count_tokens_approximately
 from session_store import SchemaMismatch, SessionConflict, SessionNotFound, SessionStore, StoreError
-from session_store._archive import load_window, store_run
 from session_store._run_state import RunRecord
+from session_store._windows import load_window, store_run
 from session_store.migration import head_revision
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, Stop, scripted_agent
 

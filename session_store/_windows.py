@@ -1,0 +1,243 @@
+"""The run cycle: a session's window loaded (from a per-process cache when it still holds), and a run stored.
+
+A run reads the window it starts from (pinned head, latest summary, kept tail) and writes back its
+messages, summaries and the window's new bounds. The store that wrote a window knows it: it keeps the
+decoded rows per session, keyed by the revision it wrote, so the next run in the same process checks
+one indexed row instead of re-reading and re-decoding. Every write anywhere (another process included)
+gives the session a new revision, and a window whose revision is not the stored one is read again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from sqlalchemy import JSON, DateTime, Integer, bindparam, column, func, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ._archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
+from ._codec import decode, dump_usage, now
+from ._database import Database
+from ._driver import Transaction, fetch_row
+from ._ids import check_id, new_token
+from ._run_state import LoadedWindow, RunRecord, StoredWindow, WindowProcessor, head_read
+from ._telemetry import span
+from ._tree import Span, on_path, path_spans, usable_summaries
+from .errors import SessionConflict, SessionNotFound
+from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+
+__all__ = ('load_window', 'store_run')
+
+
+class _Head(NamedTuple):
+    """A session's window bounds and revision: the one indexed row a cached window is checked against."""
+
+    pk: int
+    scope: str | None
+    revision: str
+    message_count: int
+    head_end: int
+    window_start: int
+    active_segment_pk: int | None
+    usage: dict[str, Any] | None
+    forked: int | None
+    """The active segment's parent: `None` while the path never left its root segment."""
+
+
+_HEAD = (
+    select(
+        SessionRow.pk,
+        SessionRow.scope,
+        SessionRow.revision,
+        SessionRow.message_count,
+        SessionRow.head_end,
+        SessionRow.window_start,
+        SessionRow.active_segment_pk,
+        SessionRow.usage,
+        SegmentRow.parent_pk,
+    )
+    .outerjoin(SegmentRow, SegmentRow.pk == SessionRow.active_segment_pk)
+    .where(SessionRow.session_id == bindparam('session_id'))
+)
+"""Reads a `_Head`."""
+
+
+async def load_window(
+    database: Database, session_id: str, scope: str | None, processor: WindowProcessor
+) -> LoadedWindow:
+    """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read.
+
+    With the window cached at the session's revision, that is one indexed row read.
+    """
+    check_id(session_id)
+    with span('load_window', database.backend, session_id) as current:
+        await database.ready()
+        found = await fetch_row(database.engine, _HEAD, {'session_id': session_id})
+        row = None if found is None else _Head(*found)
+        if row is None or (scope is not None and row.scope != scope):
+            raise SessionNotFound(session_id, scope)
+        window = database.windows.get(session_id, row.pk, row.revision)
+        current.set_attribute('session_store.window.cached', window is not None)
+        if window is None:
+            async with database.connect() as db:
+                window = await _read_window(db, session_id, row)
+            database.windows.put(session_id, window)
+        loaded = window.loaded(processor)
+        current.set_attribute('session_store.window.messages', len(loaded.messages))
+        current.set_attribute('session_store.window.tokens', sum(t for t in loaded.tokens if t is not None))
+        current.set_attribute('session_store.archive.messages', loaded.message_count)
+    return loaded
+
+
+async def _read_window(db: AsyncConnection, session_id: str, row: _Head) -> StoredWindow:
+    """The window read from the archive: range scans along the active path, the archive between them skipped."""
+    segment_pk = row.active_segment_pk
+    assert segment_pk is not None, f'session {session_id!r} has no active segment'
+    # A path that never left its root segment needs no walk through the tree.
+    linear = [Span(segment_pk, 0, row.message_count)]
+    spans = linear if row.forked is None else await path_spans(db, row.pk, segment_pk, row.message_count)
+    summary, next_summary_at = await _summaries_around(db, row.pk, spans, row.window_start)
+    head = (0, head_read(row.head_end, row.window_start))
+    query = select(MessageRow.position, MessageRow.payload, MessageRow.tokens)
+    rows = (await db.execute(on_path(query, spans, head, (row.window_start, row.message_count)))).all()
+    return StoredWindow(
+        session_pk=row.pk,
+        segment_pk=segment_pk,
+        revision=row.revision,
+        message_count=row.message_count,
+        head_end=row.head_end,
+        window_start=row.window_start,
+        summary=summary,
+        next_summary_at=next_summary_at,
+        entries=tuple((position, decode(session_id, position, payload), tokens) for position, payload, tokens in rows),
+        usage=row.usage or {},
+    )
+
+
+async def _summaries_around(
+    db: AsyncConnection, session_pk: int, spans: list[Span], window_start: int
+) -> tuple[tuple[int, str] | None, int | None]:
+    """The summary a window starting at `window_start` builds on, and where the next one on the path ends.
+
+    One query: the summaries wholly on the path from the widest ending by `window_start` on. Later ones
+    exist only where a path was made active mid-chain; knowing where the first ends lets a cached window
+    tell whether moving its start would reach it.
+    """
+    on_path_ = (SummaryRow.session_pk == session_pk, usable_summaries(spans))
+    widest = select(func.max(SummaryRow.covers_to)).where(*on_path_, SummaryRow.covers_to <= window_start)
+    rows = (
+        await db.execute(
+            select(SummaryRow.pk, SummaryRow.text, SummaryRow.covers_to).where(
+                *on_path_, SummaryRow.covers_to >= func.coalesce(widest.scalar_subquery(), -1)
+            )
+        )
+    ).all()
+    before = [(covers_to, pk, text) for pk, text, covers_to in rows if covers_to <= window_start]
+    after = [covers_to for _, _, covers_to in rows if covers_to > window_start]
+    best = max(before, default=None)
+    return (None if best is None else (best[1], best[2])), min(after, default=None)
+
+
+_ADVANCE = (
+    update(SessionRow)
+    .where(SessionRow.pk == bindparam('b_pk'), SessionRow.revision == bindparam('b_revision'))
+    .values(
+        revision=bindparam('revision'),
+        message_count=bindparam('message_count'),
+        head_end=bindparam('head_end'),
+        window_start=bindparam('window_start'),
+        usage=bindparam('usage'),
+        deferred_tool_requests=bindparam('deferred_tool_requests'),
+        updated_at=bindparam('updated_at'),
+    )
+)
+"""A run's move of its session: the revision check and the new bounds in one statement."""
+
+
+_ADVANCE_AND_APPEND = (
+    text(
+        """
+    WITH moved AS (
+        UPDATE sessions SET revision = :revision, message_count = :message_count, head_end = :head_end,
+            window_start = :window_start, usage = :usage, deferred_tool_requests = :deferred_tool_requests,
+            updated_at = :updated_at
+        WHERE pk = :b_pk AND revision = :b_revision
+        RETURNING pk
+    ), appended AS (
+        INSERT INTO messages (session_pk, segment_pk, position, entry_id, run_id, kind, payload, text, tokens,
+            created_at)
+        SELECT moved.pk, :segment_pk, m.position, m.entry_id, m.run_id, m.kind, m.payload, m.text, m.tokens,
+            :created_at
+        FROM moved, unnest(
+            CAST(:position AS INTEGER[]), CAST(:entry_id AS VARCHAR[]), CAST(:run_id AS VARCHAR[]),
+            CAST(:kind AS VARCHAR[]), CAST(:payload AS TEXT[]), CAST(:text AS TEXT[]), CAST(:tokens AS INTEGER[])
+        ) AS m(position, entry_id, run_id, kind, payload, text, tokens)
+        RETURNING 1
+    )
+    SELECT count(*) AS moved FROM moved
+    """
+    )
+    .bindparams(
+        bindparam('usage', type_=JSON),
+        bindparam('deferred_tool_requests', type_=JSON),
+        bindparam('updated_at', type_=DateTime(timezone=True)),
+        bindparam('created_at', type_=DateTime(timezone=True)),
+    )
+    .columns(column('moved', Integer))
+)
+"""PostgreSQL: `_ADVANCE` and the run's messages appended, as one statement: one round trip, atomic on its own."""
+_APPENDED_COLUMNS = ('position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens')
+
+
+async def store_run(database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord) -> None:
+    """Append a run's messages and summaries, and move the window, in one transaction.
+
+    On PostgreSQL a run without summaries (most runs) is one statement, so one round trip to the server.
+
+    Raises:
+        SessionConflict: Another run was stored since `loaded` was read; nothing was written.
+    """
+    revision = new_token()
+    summary_pks: list[int] = []
+    moving = {
+        'b_pk': loaded.session_pk,
+        'b_revision': loaded.revision,
+        'revision': revision,
+        'message_count': loaded.message_count + len(record.messages),
+        'head_end': record.head_end,
+        'window_start': record.window_start,
+        'usage': dump_usage(record.usage),
+        'deferred_tool_requests': record.deferred_tool_requests,
+        'updated_at': now(),
+    }
+    rows = message_rows(loaded.session_pk, loaded.segment_pk, loaded.message_count, record.messages, record.tokens)
+
+    async def append(db: Transaction) -> None:
+        summary_pks.clear()
+        if await db.execute(_ADVANCE, moving) != 1:
+            raise SessionConflict(session_id)
+        if rows:
+            await db.execute_many(MESSAGE_INSERT, rows)
+        previous = loaded.summary_pk
+        for summary in record.summaries:
+            row = summary_row(loaded.session_pk, loaded.segment_pk, previous, summary, now())
+            previous = int(await db.scalar(SUMMARY_INSERT, row))
+            summary_pks.append(previous)
+
+    with span(
+        'store_run',
+        database.backend,
+        session_id,
+        messages=len(record.messages),
+        tokens=sum(record.tokens),
+        summaries=len(record.summaries),
+    ):
+        if database.backend == 'postgresql' and not record.summaries:
+            columns = {name: [row[name] for row in rows] for name in _APPENDED_COLUMNS}
+            values = {**moving, **columns, 'segment_pk': loaded.segment_pk, 'created_at': moving['updated_at']}
+            found = await fetch_row(database.engine, _ADVANCE_AND_APPEND, values)
+            if found is None or found[0] != 1:
+                raise SessionConflict(session_id)
+        else:
+            await database.write_direct(session_id, append)
+    cached = database.windows.get(session_id, loaded.session_pk, loaded.revision)
+    database.windows.put(session_id, None if cached is None else cached.after(revision, record, summary_pks))
