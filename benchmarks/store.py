@@ -71,6 +71,19 @@ input items (a user message, a `function_call`, a `function_call_output`, an ass
    both windows are the same summary + 20-message tail: what differs is the tree walked to find them.
    With `--quick`: 1,000 messages in the tree, a path of 400 crossing 3 branch points.
 
+4. The hot path, as issue 11 measures it: one session of 2,000 messages each (ours with a sliding window
+   100/20 and the tests' scripted agent), 31 rounds (5 with `--quick`) after one untimed, the contenders in
+   turn within each round, medians:
+   - warm window read: `session.context()` on an open store, against the peer's `get_items(limit=20)`;
+   - first open after restart: a new `SessionStore` + `store.session(id)` + `session.context()`, against a
+     new engine + `SQLAlchemySession(...)` + `get_items(limit=20)`;
+   - what the store adds to a run: `session.run(agent, prompt)` minus `agent.run(prompt)` on the same
+     window with the same window capability and nothing stored, against the peer's
+     `get_items(limit=20)` + `add_items(4 items)`. The peer runs with its defaults.
+   Each target is printed as a ratio, met or MISSED: warm read <= 1.0 x, first open <= 1.5 x, the store's
+   share of a run <= 0.5 x the peer's; and in 1., our `store_run` >= 3 x the peer's `add_items` at equal
+   durability.
+
 Sanity checks (assertions): every append run stores exactly its messages; our window is the summary
 plus the 20-message tail; the peer returns every item it was given; the tree has its branches where they
 were made and holds every message written. Timings are printed, never asserted.
