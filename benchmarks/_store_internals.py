@@ -2,8 +2,9 @@
 
 The benchmarks time the store's own steps (reading a window, appending a run) and fill archives faster
 than runs could, so they call what is not public API: `load_window` and `store_run` (`session_store._windows`)
-and `insert_messages` (`session_store._archive`) on the store's `Database`, and the data carriers `RunRecord`
-and `NewSummary`. This file is the one place that reaches them; nothing else in `benchmarks/` does.
+and `insert_messages` (`session_store._archive`) on the store's `Database`, the data carriers `RunRecord`
+and `NewSummary`, and the hot path's SQL compiled once per process (`session_store._driver`), which a timed
+first open forgets first. This file is the one place that reaches them; nothing else in `benchmarks/` does.
 """
 
 from __future__ import annotations
@@ -14,12 +15,21 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import select, update
 
-from session_store import SessionStore, _archive, _windows
+from session_store import SessionStore, _archive, _driver, _windows
 from session_store._database import Database
 from session_store._run_state import LoadedWindow, NewSummary, RunRecord
 from session_store.rows import SessionRow
 
-__all__ = ('LoadedWindow', 'NewSummary', 'append_messages', 'load_window', 'new_summary', 'session_pks', 'store_run')
+__all__ = (
+    'LoadedWindow',
+    'NewSummary',
+    'append_messages',
+    'forget_compiled',
+    'load_window',
+    'new_summary',
+    'session_pks',
+    'store_run',
+)
 
 
 def new_summary(covers_from: int, covers_to: int, text: str, tokens: int, model_name: str) -> NewSummary:
@@ -82,3 +92,9 @@ async def append_messages(
         await db.execute(
             update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=start + len(messages))
         )
+
+
+def forget_compiled() -> None:
+    """Drop the SQL the store compiled for its hot path, which it keeps for the whole process: a first open
+    timed after this pays for compiling, as a first open after a restart would."""
+    _driver._PREPARED.clear()

@@ -19,6 +19,7 @@ from processors import message_text
 
 from ._codec import dump_message, dump_usage, now
 from ._database import Database, find_session
+from ._driver import fetch_row
 from ._ids import new_token
 from ._run_state import NewSummary
 from ._tree import Span, on_path
@@ -100,11 +101,15 @@ async def insert_segment(
     return int(segment_pk)
 
 
+_SCOPE = select(SessionRow.scope).where(SessionRow.session_id == bindparam('session_id'))
+"""A session's scope, if it exists: what opening it checks."""
+
+
 async def open_session(database: Database, session_id: str, scope: str | None) -> None:
     """Make sure the session exists, creating it if new; `SessionConflict` if its id is taken under another scope."""
 
     async def stored_scope(db: AsyncSession) -> tuple[bool, str | None]:
-        found = (await db.execute(select(SessionRow.scope).where(SessionRow.session_id == session_id))).first()
+        found = (await db.execute(_SCOPE, {'session_id': session_id})).first()
         return (False, None) if found is None else (True, found[0])
 
     async def create(db: AsyncSession) -> tuple[bool, str | None]:
@@ -117,9 +122,10 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
         except IntegrityError:  # created by a concurrent writer just now
             return await stored_scope(db)
 
-    # Most opens find the session: a read, and a write transaction only to create one.
-    async with database.read() as db:
-        exists, stored = await stored_scope(db)
+    # Most opens find the session: one row read straight from the driver, and a write only to create one.
+    await database.ready()
+    found = await fetch_row(database.engine, _SCOPE, {'session_id': session_id})
+    exists, stored = (False, None) if found is None else (True, found[0])
     if not exists:
         exists, stored = await database.write(session_id, create)
     if scope is not None and stored != scope:
