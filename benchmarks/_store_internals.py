@@ -88,7 +88,7 @@ async def append_messages(
     async with _database(store).read() as db, db.begin():
         segment_pk = await db.scalar(select(SessionRow.active_segment_pk).where(SessionRow.pk == session_pk))
         assert segment_pk is not None
-        await _archive.insert_messages(db, session_pk, segment_pk, start, messages, tokens)
+        await _archive.insert_messages(db, _archive.message_rows(session_pk, segment_pk, start, messages, tokens))
         await db.execute(
             update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=start + len(messages))
         )

@@ -222,18 +222,10 @@ SUMMARY_INSERT = _insert_of(
 """A `summary_row`, inserted; returns its key."""
 
 
-async def insert_messages(
-    db: AsyncSession,
-    session_pk: int,
-    segment_pk: int,
-    start: int,
-    messages: Sequence[ModelMessage],
-    tokens: Sequence[int],
-    entry_ids: Sequence[str] | None = None,
-) -> None:
-    """Append `messages` to a segment at positions `start..`, with new entry ids unless the caller's have them."""
-    if messages:
-        await db.execute(MESSAGE_INSERT, message_rows(session_pk, segment_pk, start, messages, tokens, entry_ids))
+async def insert_messages(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert `message_rows(...)`: each message once, with its text for search and its token count."""
+    if rows:
+        await db.execute(MESSAGE_INSERT, rows)
 
 
 async def insert_summary(

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._archive import insert_messages, insert_segment, insert_summary, new_session_row
+from ._archive import insert_messages, insert_segment, insert_summary, message_rows, new_session_row
 from ._codec import decode, dump_usage, load_usage
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
@@ -141,9 +141,10 @@ async def write_import(database: Database, document: SessionExport, session_id: 
                     window_start=segment.window_start,
                 )
             )
-            await insert_messages(
-                db, row.pk, segment_pks[-1], segment.starts_at, segment.messages, segment.tokens, entry_ids[key]
+            rows = message_rows(
+                row.pk, segment_pks[-1], segment.starts_at, segment.messages, segment.tokens, entry_ids[key]
             )
+            await insert_messages(db, rows)
         row.active_segment_pk = segment_pks[document.active_segment]
         summary_pks: list[int] = []
         for s in document.summaries:

@@ -38,7 +38,7 @@ from sqlalchemy.orm import aliased
 
 from processors import TokenCounter, count_tokens
 
-from ._archive import add_root_segment, copy_path, insert_messages
+from ._archive import add_root_segment, copy_path, insert_messages, message_rows
 from ._branches import move_head
 from ._codec import decode, dump_usage, load_usage, now, utc
 from ._database import Database
@@ -271,7 +271,8 @@ class SQLConversationStore(ConversationStore):
             else:
                 session_pk, segment_pk, start = await self._advance(db, record, new_entries, expected_revision)
             messages = [e.message for e in new_entries]
-            await insert_messages(db, session_pk, segment_pk, start, messages, tokens, [e.id for e in new_entries])
+            entry_ids = [e.id for e in new_entries]
+            await insert_messages(db, message_rows(session_pk, segment_pk, start, messages, tokens, entry_ids))
 
     async def _create(
         self, db: AsyncSession, record: ConversationRecord, new_entries: Sequence[ConversationEntry]
