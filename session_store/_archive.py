@@ -101,7 +101,7 @@ async def insert_segment(
     return int(segment_pk)
 
 
-_SCOPE = select(SessionRow.scope).where(SessionRow.session_id == bindparam('session_id'))
+_SCOPE = select(SessionRow.__table__.c.scope).where(SessionRow.__table__.c.session_id == bindparam('session_id'))
 """A session's scope, if it exists: what opening it checks."""
 
 

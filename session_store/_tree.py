@@ -45,6 +45,11 @@ class Span:
     end: int
 
 
+# Table columns rather than mapped attributes: the hot path's reads compile without the ORM's machinery.
+_messages = MessageRow.__table__.c
+_summaries = SummaryRow.__table__.c
+_segments = SegmentRow.__table__.c
+
 Segments = dict[int, tuple[int | None, int]]
 """A session's segments: each one's parent and the position it starts at."""
 
@@ -53,7 +58,7 @@ async def session_segments(db: AsyncSession | AsyncConnection, session_pk: int) 
     """The session's segments, each with its parent and the position it starts at: one SELECT."""
     rows = (
         await db.execute(
-            select(SegmentRow.pk, SegmentRow.parent_pk, SegmentRow.starts_at).where(SegmentRow.session_pk == session_pk)
+            select(_segments.pk, _segments.parent_pk, _segments.starts_at).where(_segments.session_pk == session_pk)
         )
     ).all()
     return {pk: (parent, starts_at) for pk, parent, starts_at in rows}
@@ -113,9 +118,9 @@ def on_path(query: Select[*Ts], spans: Sequence[Span], *ranges: tuple[int, int])
     """
     parts = [
         query.where(
-            MessageRow.segment_pk == span.segment_pk,
-            MessageRow.position >= max(start, span.start),
-            MessageRow.position < min(end, span.end),
+            _messages.segment_pk == span.segment_pk,
+            _messages.position >= max(start, span.start),
+            _messages.position < min(end, span.end),
         )
         for start, end in ranges
         for span in spans
@@ -123,13 +128,13 @@ def on_path(query: Select[*Ts], spans: Sequence[Span], *ranges: tuple[int, int])
     ]
     if len(parts) > 1:
         return union_all(*parts).order_by('position')
-    return (parts[0] if parts else query.where(MessageRow.position < 0)).order_by(MessageRow.position)
+    return (parts[0] if parts else query.where(_messages.position < 0)).order_by(_messages.position)
 
 
 def usable_summaries(spans: Sequence[Span]) -> ColumnElement[bool]:
     """Summaries whose covered messages all lie on the path: made on one of its segments, ending before it leaves."""
     return or_(
-        false(), *(and_(SummaryRow.segment_pk == span.segment_pk, SummaryRow.covers_to <= span.end) for span in spans)
+        false(), *(and_(_summaries.segment_pk == span.segment_pk, _summaries.covers_to <= span.end) for span in spans)
     )
 
 

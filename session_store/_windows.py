@@ -43,20 +43,21 @@ class _Head(NamedTuple):
     """The active segment's parent: `None` while the path never left its root segment."""
 
 
+_sessions, _segments = SessionRow.__table__, SegmentRow.__table__
 _HEAD = (
     select(
-        SessionRow.pk,
-        SessionRow.scope,
-        SessionRow.revision,
-        SessionRow.message_count,
-        SessionRow.head_end,
-        SessionRow.window_start,
-        SessionRow.active_segment_pk,
-        SessionRow.usage,
-        SegmentRow.parent_pk,
+        _sessions.c.pk,
+        _sessions.c.scope,
+        _sessions.c.revision,
+        _sessions.c.message_count,
+        _sessions.c.head_end,
+        _sessions.c.window_start,
+        _sessions.c.active_segment_pk,
+        _sessions.c.usage,
+        _segments.c.parent_pk,
     )
-    .outerjoin(SegmentRow, SegmentRow.pk == SessionRow.active_segment_pk)
-    .where(SessionRow.session_id == bindparam('session_id'))
+    .select_from(_sessions.outerjoin(_segments, _segments.c.pk == _sessions.c.active_segment_pk))
+    .where(_sessions.c.session_id == bindparam('session_id'))
 )
 """Reads a `_Head`."""
 
@@ -97,7 +98,8 @@ async def _read_window(db: AsyncConnection, session_id: str, row: _Head) -> Stor
     spans = linear if row.forked is None else await path_spans(db, row.pk, segment_pk, row.message_count)
     summary, next_summary_at = await _summaries_around(db, row.pk, spans, row.window_start)
     head = (0, head_read(row.head_end, row.window_start))
-    query = select(MessageRow.position, MessageRow.payload, MessageRow.tokens)
+    messages = MessageRow.__table__.c
+    query = select(messages.position, messages.payload, messages.tokens)
     rows = (await db.execute(on_path(query, spans, head, (row.window_start, row.message_count)))).all()
     return StoredWindow(
         session_pk=row.pk,
@@ -122,12 +124,13 @@ async def _summaries_around(
     exist only where a path was made active mid-chain; knowing where the first ends lets a cached window
     tell whether moving its start would reach it.
     """
-    on_path_ = (SummaryRow.session_pk == session_pk, usable_summaries(spans))
-    widest = select(func.max(SummaryRow.covers_to)).where(*on_path_, SummaryRow.covers_to <= window_start)
+    summaries = SummaryRow.__table__.c
+    on_path_ = (summaries.session_pk == session_pk, usable_summaries(spans))
+    widest = select(func.max(summaries.covers_to)).where(*on_path_, summaries.covers_to <= window_start)
     rows = (
         await db.execute(
-            select(SummaryRow.pk, SummaryRow.text, SummaryRow.covers_to).where(
-                *on_path_, SummaryRow.covers_to >= func.coalesce(widest.scalar_subquery(), -1)
+            select(summaries.pk, summaries.text, summaries.covers_to).where(
+                *on_path_, summaries.covers_to >= func.coalesce(widest.scalar_subquery(), -1)
             )
         )
     ).all()
