@@ -7,7 +7,7 @@ from .conversations import SQLConversationStore
 from .errors import SchemaMismatch, SessionConflict, SessionNotFound, StoreError
 from .exports import ExportedSegment, ExportedSummary, ExportError, SessionExport
 from .recall import Recall
-from .results import SearchHit, SessionInfo, SessionWindow, StoredSummary
+from .results import Removed, SearchHit, SessionInfo, SessionWindow, StoredSummary
 from .session import Session
 from .store import SessionStore
 
@@ -17,6 +17,7 @@ __all__ = (
     'ExportedSegment',
     'ExportedSummary',
     'Recall',
+    'Removed',
     'SQLConversationStore',
     'SchemaMismatch',
     'SearchHit',

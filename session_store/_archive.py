@@ -11,14 +11,14 @@ from datetime import datetime
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage
-from sqlalchemy import Insert, String, bindparam, cast, delete, insert, literal, select, update
+from sqlalchemy import Insert, String, bindparam, cast, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import message_text
 
 from ._codec import dump_message, dump_usage, now
-from ._database import Database, find_session
+from ._database import Database
 from ._driver import fetch_row
 from ._ids import new_token
 from ._run_state import NewSummary
@@ -31,7 +31,6 @@ __all__ = (
     'SUMMARY_INSERT',
     'add_root_segment',
     'copy_path',
-    'delete_session',
     'insert_messages',
     'insert_segment',
     'insert_summary',
@@ -133,20 +132,6 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
         raise SessionConflict(
             session_id, 'is already in use as an id', advice='Choose another session id for this scope.'
         )
-
-
-async def delete_session(database: Database, session_id: str, scope: str | None) -> None:
-    """Delete a session with its archive and summaries."""
-
-    async def remove(db: AsyncSession) -> None:
-        row = await find_session(db, session_id, scope)
-        # Explicit rather than trusting ON DELETE CASCADE, which SQLite only honours with its pragma on.
-        await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == row.pk))
-        await db.execute(delete(MessageRow).where(MessageRow.session_pk == row.pk))
-        await db.execute(delete(SegmentRow).where(SegmentRow.session_pk == row.pk))
-        await db.execute(delete(SessionRow).where(SessionRow.pk == row.pk))
-
-    await database.write(session_id, remove)
 
 
 def message_rows(

@@ -95,6 +95,8 @@ def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute('PRAGMA busy_timeout=30000')
     cursor.execute('PRAGMA foreign_keys=ON')
     cursor.execute('PRAGMA synchronous=NORMAL')
+    # Pages that deleted rows leave are zeroed, so a deleted conversation's text doesn't linger in the file.
+    cursor.execute('PRAGMA secure_delete=ON')
     cursor.close()
     # The driver would open transactions itself, lazily and never before DDL; the `begin` event
     # opens them instead, so migrations are atomic and writers can start IMMEDIATE.

@@ -31,7 +31,7 @@ import pydantic
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import DeferredToolRequests
-from sqlalchemy import Row, Select, and_, case, delete, func, insert, select, update
+from sqlalchemy import Row, Select, and_, case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -43,9 +43,10 @@ from ._branches import move_head
 from ._codec import decode, dump_usage, load_usage, now, utc
 from ._database import Database
 from ._ids import check_id, new_token
+from ._retention import delete_rows
 from ._tree import entry_at, on_path, path_spans, spans_of
 from .errors import SessionConflict
-from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .rows import MessageRow, SegmentRow, SessionRow
 
 _RETRY = 'Load the conversation again and retry.'
 
@@ -377,11 +378,8 @@ class SQLConversationStore(ConversationStore):
             )
             if session_pk is None:
                 raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
-            # Explicit rather than trusting ON DELETE CASCADE, which SQLite only honours with its pragma on.
-            await db.execute(delete(SummaryRow).where(SummaryRow.session_pk == session_pk))
-            await db.execute(delete(MessageRow).where(MessageRow.session_pk == session_pk))
-            await db.execute(delete(SegmentRow).where(SegmentRow.session_pk == session_pk))
-            await db.execute(delete(SessionRow).where(SessionRow.pk == session_pk))
+            await delete_rows(db, [session_pk])
+        self._database.windows.put(conversation_id, None)
 
 
 def _record_columns(record: ConversationRecord) -> dict[str, Any]:

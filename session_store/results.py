@@ -9,7 +9,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-__all__ = ('Branch', 'SearchHit', 'SessionInfo', 'SessionWindow', 'StoredSummary')
+__all__ = ('Branch', 'Removed', 'SearchHit', 'SessionInfo', 'SessionWindow', 'StoredSummary')
 
 
 @dataclass(frozen=True)
@@ -86,3 +86,14 @@ class Branch:
     """When its last message was stored."""
     preview: str | None
     """The start of its last user prompt."""
+
+
+@dataclass(frozen=True)
+class Removed:
+    """What a delete or a prune removed (or, dry run, would remove): whole sessions, with their contents."""
+
+    sessions: list[str]
+    """The ids of the sessions, sorted."""
+    messages: int
+    """Archived messages, every branch's."""
+    summaries: int

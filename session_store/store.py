@@ -7,6 +7,7 @@ to the module that holds its concept (`_archive` for writes and windows, `_revie
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Literal, Self
 
 from pydantic_ai.messages import ModelMessage
@@ -15,11 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from processors import SlidingWindowProcessor
 
-from ._archive import delete_session, open_session
+from ._archive import open_session
 from ._branches import fork
+from ._codec import now
 from ._database import Database
 from ._engine import DEFAULT_URL, database_url
 from ._ids import check_id
+from ._retention import remove_sessions, vacuum
 from ._review import list_sessions, read_history, read_summaries
 from ._run_state import WindowProcessor
 from ._search import search
@@ -29,7 +32,7 @@ from ._windows import load_window
 from .conversations import SQLConversationStore
 from .exports import SessionExport
 from .recall import Recall
-from .results import SearchHit, SessionInfo, SessionWindow, StoredSummary
+from .results import Removed, SearchHit, SessionInfo, SessionWindow, StoredSummary
 from .session import Session
 
 __all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
@@ -201,9 +204,45 @@ class SessionStore:
             self._database, text, scope=scope, session_id=session_id, limit=limit, match=match, branches=branches
         )
 
-    async def delete(self, session_id: str, *, scope: str | None = None) -> None:
-        """Delete a session with its archive and summaries. Under `scope`, only one saved with it."""
-        await delete_session(self._database, session_id, scope)
+    async def delete(self, session_id: str | None = None, *, scope: str | None = None) -> Removed:
+        """Delete a session whole: its archive, every branch, its summaries. Under `scope`, only one saved with it.
+
+        With no `session_id`, every session saved under `scope`, in one transaction: erasing one user's
+        data. What was removed comes back. The rows are gone at once; `vacuum()` then makes sure
+        nothing of them survives in the database's bytes.
+
+        Raises:
+            ValueError: Neither a session id nor a scope: `delete()` doesn't remove every session.
+            SessionNotFound: `session_id` names no session (under `scope`).
+        """
+        if session_id is None and scope is None:
+            raise ValueError('delete() needs a session_id, or a scope to delete every session saved under it.')
+        return await remove_sessions(self._database, session_id=session_id, scope=scope)
+
+    async def prune(
+        self, *, older_than: timedelta | datetime, scope: str | None = None, dry_run: bool = False
+    ) -> Removed:
+        """Delete the sessions not updated for `older_than` (or since that moment), whole; under `scope`, only its.
+
+        `dry_run` reports what would go and deletes nothing. Follow with `vacuum()` for the bytes.
+
+        Raises:
+            ValueError: `older_than` is not a positive timedelta or a datetime with a timezone.
+        """
+        if isinstance(older_than, timedelta):
+            if older_than <= timedelta(0):
+                raise ValueError(f'older_than must be a positive timedelta; got {older_than!r}.')
+            cutoff = now() - older_than
+        elif isinstance(older_than, datetime) and older_than.tzinfo is not None:
+            cutoff = older_than
+        else:
+            raise ValueError(f'older_than must be a timedelta or a timezone-aware datetime; got {older_than!r}.')
+        return await remove_sessions(self._database, scope=scope, updated_before=cutoff, dry_run=dry_run)
+
+    async def vacuum(self) -> None:
+        """Rewrite what could still hold deleted text (SQLite: full-text segments, free pages, the WAL;
+        PostgreSQL: dead rows), so the database's bytes keep none of what `delete` and `prune` removed."""
+        await vacuum(self._database)
 
     async def fork(
         self,

@@ -1,4 +1,4 @@
-"""Moving sessions and databases: `export`, `import`, `delete` and `migrate`.
+"""Moving sessions and databases: `export`, `import` and `migrate`.
 
 The file format is `SessionExport`'s JSON Lines (`session_store.exports`); these commands only read
 and write it.
@@ -18,7 +18,7 @@ from ..store import SessionStore
 from ._app import db_option, main, pass_settings, scope_option
 from ._runtime import Failure, Settings, err, open_store, out, read, run
 
-__all__ = ('delete', 'export', 'import_', 'migrate')
+__all__ = ('export', 'import_', 'migrate')
 
 
 @main.command()
@@ -86,30 +86,6 @@ async def _import(settings: Settings, document: SessionExport, session_id: str |
                 f'A session {taken!r} already exists in {settings.shown_url}; import under another id with '
                 '--session-id NEW, or delete it first.'
             ) from None
-
-
-@main.command()
-@click.argument('session_id', metavar='ID')
-@scope_option
-@click.option('-y', '--yes', is_flag=True, help='Do not ask for confirmation.')
-@db_option
-@pass_settings
-def delete(settings: Settings, session_id: str, scope: str | None, yes: bool) -> None:
-    """Delete a session with its archive and summaries.
-
-    Asks first, unless --yes.
-    """
-    run(settings, _delete(settings, session_id, scope, yes))
-    out.print(f'Deleted session {session_id!r} from {settings.shown_url}.')
-
-
-async def _delete(settings: Settings, session_id: str, scope: str | None, yes: bool) -> None:
-    async with open_store(settings, 'write') as store:
-        # Check it exists before asking, so a typo fails at once instead of after a confirmation.
-        await store.history(session_id, scope=scope, limit=0)
-        if not yes:
-            click.confirm(f'Delete session {session_id!r} and its whole archive from {settings.shown_url}?', abort=True)
-        await store.delete(session_id, scope=scope)
 
 
 @main.command()

@@ -1,0 +1,109 @@
+"""Deleting for good: `delete` (a session, or every session of a scope) and `prune` (sessions gone quiet).
+
+Both remove whole sessions (every branch, every summary), then vacuum the database so nothing of
+them survives in its bytes, and say what they removed.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import click
+
+from ..results import Removed
+from ..store import SessionStore
+from ._app import db_option, main, pass_settings, scope_option
+from ._runtime import Settings, open_store, out, run
+
+__all__ = ('delete', 'prune')
+
+_AGE = re.compile(r'(\d+)([dhm])')
+_UNITS = {'d': 'days', 'h': 'hours', 'm': 'minutes'}
+
+
+def _age(value: str) -> timedelta:
+    """`90d`, `12h` or `30m` as a timedelta."""
+    match = _AGE.fullmatch(value.strip())
+    if match is None or int(match[1]) == 0:
+        raise click.BadParameter(f'{value!r}: give a number of days, hours or minutes, such as 90d, 12h or 30m.')
+    return timedelta(**{_UNITS[match[2]]: int(match[1])})
+
+
+def _report(removed: Removed, verb: str, where: str) -> str:
+    """`Deleted session 'a' from URL: 48 messages and 1 summary.`, or for several, their count and first ids."""
+    ids = removed.sessions
+    if len(ids) == 1:
+        what = f'session {ids[0]!r}'
+    else:
+        shown = f' ({", ".join(map(repr, ids[:10]))}{", ..." if len(ids) > 10 else ""})' if ids else ''
+        what = f'{len(ids)} sessions{shown}'
+    return f'{verb} {what} {where}: {_plural(removed.messages, "message")} and {_plural(removed.summaries, "summary")}.'
+
+
+def _plural(count: int, noun: str) -> str:
+    return f'{count} {noun}' if count == 1 else f'{count} {noun[:-1] + "ies" if noun.endswith("y") else noun + "s"}'
+
+
+@main.command()
+@click.argument('session_id', metavar='[ID]', required=False)
+@scope_option
+@click.option('-y', '--yes', is_flag=True, help='Do not ask for confirmation.')
+@db_option
+@pass_settings
+def delete(settings: Settings, session_id: str | None, scope: str | None, yes: bool) -> None:
+    """Delete a session with its archive, branches and summaries; with only --scope, every session of it.
+
+    Asks first, unless --yes. The database is vacuumed after, so nothing deleted survives in its bytes.
+    """
+    if session_id is None and scope is None:
+        raise click.UsageError('Name a session ID, or give --scope to delete every session saved under it.')
+    removed = run(settings, _delete(settings, session_id, scope, yes))
+    out.print(_report(removed, 'Deleted', f'from {settings.shown_url}'))
+
+
+async def _delete(settings: Settings, session_id: str | None, scope: str | None, yes: bool) -> Removed:
+    async with open_store(settings, 'write') as store:
+        if session_id is not None:
+            # Check it exists before asking, so a typo fails at once instead of after a confirmation.
+            await store.history(session_id, scope=scope, limit=0)
+            question = f'Delete session {session_id!r} and its whole archive from {settings.shown_url}?'
+        else:
+            planned = len(await store.sessions(scope=scope))
+            question = f'Delete all {planned} sessions saved under scope {scope!r} from {settings.shown_url}?'
+        if not yes:
+            click.confirm(question, abort=True)
+        return await _vacuumed(store, await store.delete(session_id, scope=scope))
+
+
+@main.command()
+@click.option('--older-than', 'older_than', required=True, help='Age since the last update: 90d, 12h or 30m.')
+@scope_option
+@click.option('--dry-run', is_flag=True, help='Say what would be deleted, and delete nothing.')
+@click.option('-y', '--yes', is_flag=True, help='Do not ask for confirmation.')
+@db_option
+@pass_settings
+def prune(settings: Settings, older_than: str, scope: str | None, dry_run: bool, yes: bool) -> None:
+    """Delete the sessions not updated for --older-than, whole; with --scope, only that scope's.
+
+    Asks first, unless --yes or --dry-run. The database is vacuumed after.
+    """
+    age = _age(older_than)
+    removed = run(settings, _prune(settings, age, scope, dry_run, yes))
+    out.print(_report(removed, 'Would delete' if dry_run else 'Deleted', f'from {settings.shown_url}'))
+
+
+async def _prune(settings: Settings, age: timedelta, scope: str | None, dry_run: bool, yes: bool) -> Removed:
+    async with open_store(settings, 'write') as store:
+        planned = await store.prune(older_than=age, scope=scope, dry_run=True)
+        if dry_run or not planned.sessions:
+            return planned
+        if not yes:
+            click.confirm(_report(planned, 'Delete', f'from {settings.shown_url}') + ' Go ahead?', abort=True)
+        return await _vacuumed(store, await store.prune(older_than=age, scope=scope))
+
+
+async def _vacuumed(store: SessionStore, removed: Removed) -> Removed:
+    if removed.sessions:
+        await store.vacuum()
+    return removed
