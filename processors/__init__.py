@@ -2,12 +2,18 @@
 windows and incremental summaries. Pure: no I/O of their own."""
 
 from ._text import format_messages, message_text, part_text
-from ._window import CompactionState
+from ._windowed import CompactionState
 from .capabilities import SlidingWindow, Summarization, as_capability
+from .compression import CompressionPlan, SkipReason, SummarizationResult
 from .cut_points import is_turn_start, safe_cut_points, tool_call_ids
 from .sliding_window import SlidingWindowProcessor, create_sliding_window_processor
 from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
-from .summarization import DEFAULT_SUMMARY_PROMPT, SummarizationProcessor, create_summarization_processor
+from .summarization import (
+    DEFAULT_CONTINUATION_PROMPT,
+    DEFAULT_SUMMARY_PROMPT,
+    SummarizationProcessor,
+    create_summarization_processor,
+)
 from .summary import SummarizationFailure, Summary, find_summary, summary_request, summary_text
 from .tokens import (
     MEDIA_TOKENS,
@@ -19,19 +25,23 @@ from .tokens import (
 )
 
 __all__ = (
+    'DEFAULT_CONTINUATION_PROMPT',
     'DEFAULT_SUMMARY_PROMPT',
     'MEDIA_TOKENS',
     'MESSAGE_OVERHEAD_TOKENS',
     'CompactionState',
+    'CompressionPlan',
     'ContextFraction',
     'ContextMessages',
     'ContextSize',
     'ContextTokens',
+    'SkipReason',
     'SlidingWindow',
     'SlidingWindowProcessor',
     'Summarization',
     'SummarizationFailure',
     'SummarizationProcessor',
+    'SummarizationResult',
     'Summary',
     'TiktokenCounter',
     'TokenCounter',

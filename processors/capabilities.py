@@ -15,7 +15,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
 
-from ._window import WindowedProcessor
+from ._windowed import WindowedProcessor
 from .sliding_window import SlidingWindowProcessor
 from .summarization import SummarizationProcessor
 
@@ -29,7 +29,7 @@ class _WindowsRequests(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         assert isinstance(self, WindowedProcessor)
-        request_context.messages = await self.process(
+        request_context.messages = await self.window(
             request_context.messages, context_window=request_context.model.context_window
         )
         return request_context
