@@ -1,11 +1,25 @@
 """History processors for long pydantic-ai conversations: pair-safe cuts, real token counts, sliding
 windows and incremental summaries. Pure: no I/O of their own."""
 
-from ._text import format_messages, message_text, part_text
+from ._text import format_messages, format_messages_for_summary, message_text, part_text
 from ._windowed import CompactionState
-from .capabilities import SlidingWindow, Summarization, as_capability
+from .capabilities import (
+    LimitWarnerCapability,
+    SlidingWindow,
+    SlidingWindowCapability,
+    Summarization,
+    SummarizationCapability,
+    as_capability,
+)
 from .compression import CompressionPlan, SkipReason, SummarizationResult
 from .cut_points import is_turn_start, safe_cut_points, tool_call_ids
+from .limit_warner import (
+    LIMIT_WARNING_MARKER,
+    LimitWarnerProcessor,
+    LimitWarning,
+    WarningOn,
+    create_limit_warner_processor,
+)
 from .sliding_window import SlidingWindowProcessor, create_sliding_window_processor
 from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
 from .summarization import (
@@ -20,6 +34,7 @@ from .tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     TiktokenCounter,
     TokenCounter,
+    async_count_tokens,
     count_tokens,
     count_tokens_approximately,
 )
@@ -27,6 +42,7 @@ from .tokens import (
 __all__ = (
     'DEFAULT_CONTINUATION_PROMPT',
     'DEFAULT_SUMMARY_PROMPT',
+    'LIMIT_WARNING_MARKER',
     'MEDIA_TOKENS',
     'MESSAGE_OVERHEAD_TOKENS',
     'CompactionState',
@@ -35,23 +51,32 @@ __all__ = (
     'ContextMessages',
     'ContextSize',
     'ContextTokens',
+    'LimitWarnerCapability',
+    'LimitWarnerProcessor',
+    'LimitWarning',
     'SkipReason',
     'SlidingWindow',
+    'SlidingWindowCapability',
     'SlidingWindowProcessor',
     'Summarization',
+    'SummarizationCapability',
     'SummarizationFailure',
     'SummarizationProcessor',
     'SummarizationResult',
     'Summary',
     'TiktokenCounter',
     'TokenCounter',
+    'WarningOn',
     'as_capability',
+    'async_count_tokens',
     'count_tokens',
     'count_tokens_approximately',
+    'create_limit_warner_processor',
     'create_sliding_window_processor',
     'create_summarization_processor',
     'find_summary',
     'format_messages',
+    'format_messages_for_summary',
     'is_turn_start',
     'message_text',
     'part_text',
