@@ -12,6 +12,7 @@ from .capabilities import (
     as_capability,
 )
 from .compression import CompressionPlan, SkipReason, SummarizationResult
+from .context_manager import DEFAULT_MAX_TOKENS, ContextManagerCapability
 from .cut_points import is_turn_start, safe_cut_points, tool_call_ids
 from .limit_warner import (
     LIMIT_WARNING_MARKER,
@@ -41,6 +42,7 @@ from .tokens import (
 
 __all__ = (
     'DEFAULT_CONTINUATION_PROMPT',
+    'DEFAULT_MAX_TOKENS',
     'DEFAULT_SUMMARY_PROMPT',
     'LIMIT_WARNING_MARKER',
     'MEDIA_TOKENS',
@@ -48,6 +50,7 @@ __all__ = (
     'CompactionState',
     'CompressionPlan',
     'ContextFraction',
+    'ContextManagerCapability',
     'ContextMessages',
     'ContextSize',
     'ContextTokens',

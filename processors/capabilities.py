@@ -17,6 +17,7 @@ from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.tools import RunContext
 
 from ._windowed import WindowedProcessor
+from .context_manager import ContextManagerCapability
 from .limit_warner import LimitWarnerProcessor
 from .sliding_window import SlidingWindowProcessor
 from .specs import ContextSize
@@ -91,7 +92,7 @@ class LimitWarnerCapability(LimitWarnerProcessor, AbstractCapability[Any]):
     """`LimitWarnerProcessor` as a capability: each request goes out with a warning turn when a limit is near.
 
     It changes only `request_context.messages`, so warnings never enter the run's history, and it runs
-    after the window capabilities (`Summarization`, `SlidingWindow`), so
+    after the window capabilities (`Summarization`, `SlidingWindow`, `ContextManagerCapability`), so
     the context it measures is the window actually sent, and theirs never holds a warning.
     """
 
@@ -102,7 +103,7 @@ class LimitWarnerCapability(LimitWarnerProcessor, AbstractCapability[Any]):
         return request_context
 
     def get_ordering(self) -> CapabilityOrdering | None:
-        return CapabilityOrdering(wrapped_by=(_WindowsRequests,))
+        return CapabilityOrdering(wrapped_by=(_WindowsRequests, ContextManagerCapability))
 
     @classmethod
     def get_serialization_name(cls) -> str | None:

@@ -38,6 +38,7 @@ SEED_NAMES = (
     'SummarizationCapability',
     'SlidingWindowCapability',
     'LimitWarnerCapability',
+    'ContextManagerCapability',
     'SummarizationProcessor',
     'SummarizationResult',
     'CompressionPlan',
