@@ -35,7 +35,38 @@ SEED_TEST_FILES = (
     'test_limit_warner.py',
 )
 
-KNOWN_FAILURES: dict[str, str] = {}
+_ITSELF = (
+    'Fails against summarization-pydantic-ai 0.1.11 itself too: pydantic-ai 2.x refuses dict items in '
+    'UserPromptPart.content.'
+)
+_HEAD_TOKENS = (
+    'count_tokens_approximately adds 3 tokens per message to its text (and reads every part kind), so a '
+    '200-character message is 53 tokens, not 50, and two no longer fit a 100-token head.'
+)
+_TRUNCATION = (
+    'Tool outputs are shortened in what the model is sent (before_model_request), not by after_tool_execute, '
+    "which would change the run's history: the archive keeps every output whole. after_tool_execute passes the "
+    'result through.'
+)
+
+KNOWN_FAILURES: dict[str, str] = {
+    'test_processor.py::TestTokenCounting::test_count_tokens_user_prompt_multipart': _ITSELF,
+    'test_processor.py::TestFormatMessages::test_format_user_message_multipart': _ITSELF,
+    'test_processor.py::TestFormatMessages::test_format_user_message_multipart_empty': _ITSELF,
+    'test_processor.py::TestAsyncTokenCounterCallPath::test_call_async_counter_below_trigger': (
+        'The token counter is called once per message and the counts are summed, so a request costs its new '
+        'messages, not the history; a counter that answers 5 whatever it is given counts 24 messages as 120, '
+        'over the trigger of 100.'
+    ),
+    'test_sliding_window.py::TestSlidingWindowProcessor::test_call_zero_keep_does_not_empty_history': (
+        "keep=('messages', 0) keeps the request in flight (and the system prompt) in the sliding window as in "
+        'summarization; the seed leaves the history untouched, a window that never trims.'
+    ),
+    'test_sliding_window.py::TestKeepHead::test_keep_head_with_token_based': _HEAD_TOKENS,
+    'test_sliding_window.py::TestKeepHead::test_keep_head_fraction_based': _HEAD_TOKENS,
+    'test_capability.py::TestContextManagerCapability::test_tool_output_truncation': _TRUNCATION,
+    'test_capability.py::TestContextManagerCapability::test_tool_return_long_text_return_value_truncated': _TRUNCATION,
+}
 """Seed tests on public names that fail against `processors`, each with why we differ (the README lists them)."""
 
 
@@ -67,7 +98,9 @@ def fetch_seed(directory: Path) -> Path:
             check=False,
         )
     except subprocess.TimeoutExpired as error:
-        raise SeedUnavailable(f'pip download {SEED}=={SEED_VERSION} timed out: the package index is unreachable') from error
+        raise SeedUnavailable(
+            f'pip download {SEED}=={SEED_VERSION} timed out: the package index is unreachable'
+        ) from error
     archives = sorted(downloads.glob('*.tar.gz'))
     if done.returncode != 0 or not archives:
         tail = ' | '.join(done.stderr.strip().splitlines()[-3:])
@@ -121,10 +154,10 @@ class _Private:
         self._name = name
 
     def __call__(self, *args, **kwargs):
-        raise NotImplementedError(f'{{self._name}} is private to summarization-pydantic-ai; the shim serves public names only')
+        raise NotImplementedError(f'{{self._name}}: private to summarization-pydantic-ai, not served by the shim')
 
     def __getattr__(self, attribute):
-        raise NotImplementedError(f'{{self._name}} is private to summarization-pydantic-ai; the shim serves public names only')
+        raise NotImplementedError(f'{{self._name}}: private to summarization-pydantic-ai, not served by the shim')
 
 
 def __getattr__(name):
@@ -236,10 +269,12 @@ asyncio_default_fixture_loop_scope = function
 
 @dataclass
 class SeedReport:
-    """What the seed suite did against `processors`."""
+    """What the seed suite did against `processors`, and against the seed package itself for reference."""
 
     tests: list[SeedTest]
     outcomes: dict[str, str]
+    reference: dict[str, str]
+    """Each test's outcome against summarization-pydantic-ai's own code, with the installed pydantic-ai."""
     output: str = field(repr=False)
 
     @property
@@ -260,9 +295,11 @@ class SeedReport:
     def describe(self) -> str:
         public = self.public
         private = [test for test in self.tests if test.private]
+        itself = sum(self.reference.get(t.nodeid) == 'passed' for t in public)
         lines = [
             f'{SEED} {SEED_VERSION}: {len(self.tests)} tests, {len(public)} on public names only, '
-            f'{sum(self.passed(t) for t in public)} of them pass ({self.public_rate:.1%}); '
+            f'{sum(self.passed(t) for t in public)} of them pass against processors ({self.public_rate:.1%}) '
+            f'and {itself} against the seed package itself; '
             f'{sum(self.passed(t) for t in private)} of {len(private)} tests that use private names pass.',
         ]
         for nodeid in self.public_failures:
@@ -286,10 +323,17 @@ def run_seed_suite(seed: Path, directory: Path) -> SeedReport:
         (tests_dir / name).write_text((seed / 'tests' / name).read_text())
     (tests_dir / 'conftest.py').write_text(_CONFTEST)
     (suite / 'pytest.ini').write_text(_INI)
-    outcomes_path = directory / 'outcomes.json'
+    outcomes, output = _pytest(suite, shim, directory / 'outcomes.json')
+    reference, _ = _pytest(suite, seed / 'src', directory / 'reference.json')
+    tests = [test for name in SEED_TEST_FILES for test in classify(tests_dir / name, public)]
+    return SeedReport(tests=tests, outcomes=outcomes, reference=reference, output=output)
+
+
+def _pytest(suite: Path, path: Path, outcomes_path: Path) -> tuple[dict[str, str], str]:
+    """Run the suite in a subprocess with `path` first on `PYTHONPATH`; each test's outcome, and the output."""
     environment = {
         **{k: v for k, v in os.environ.items() if not k.endswith('_API_KEY')},
-        'PYTHONPATH': str(shim),
+        'PYTHONPATH': str(path),
         'SEED_SUITE_OUTCOMES': str(outcomes_path),
     }
     done = subprocess.run(
@@ -302,9 +346,7 @@ def run_seed_suite(seed: Path, directory: Path) -> SeedReport:
         check=False,
     )
     outcomes = json.loads(outcomes_path.read_text()) if outcomes_path.exists() else {}
-    outcomes = {nodeid.removeprefix('tests/'): outcome for nodeid, outcome in outcomes.items()}
-    tests = [test for name in SEED_TEST_FILES for test in classify(tests_dir / name, public)]
-    return SeedReport(tests=tests, outcomes=outcomes, output=done.stdout + done.stderr)
+    return {nodeid.removeprefix('tests/'): outcome for nodeid, outcome in outcomes.items()}, done.stdout + done.stderr
 
 
 def main() -> None:
