@@ -28,7 +28,7 @@ from pydantic_ai.messages import (
 )
 
 from ._text import render
-from .cut_points import CutIndex, tool_call_ids
+from .cut_points import CutIndex
 from .specs import Size
 from .summary import find_summary, summary_request, summary_text
 from .tokens import TokenCounter, count_tokens
@@ -49,18 +49,32 @@ def leading_system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptP
 
 
 def head_boundary(messages: Sequence[ModelMessage], wanted: int) -> int:
-    """The first index `>= wanted` that no tool call id has parts on both sides of: where a head may end.
+    """Where a head asked to end at `wanted` may end: no tool call id has parts on both sides of it.
 
-    Unlike a tail's cut, a head may end before a response (the bridge or the tail's request follows).
-    Exact over the whole history: a call whose return comes much later keeps everything up to it.
+    It grows over a call whose answer comes later, up to that answer (a head may end before a response:
+    the bridge or the tail's request follows it), and stops before a call still waiting for its answer,
+    which would otherwise arrive after the head and be cut away from it. Exact over the whole history.
     """
+    spans: dict[str, list[int]] = {}
+    answered: set[str] = set()
+    for index, message in enumerate(messages):
+        for part in message.parts:
+            tool_call_id = getattr(part, 'tool_call_id', None)
+            if isinstance(tool_call_id, str):
+                spans.setdefault(tool_call_id, [index, index])[1] = index
+                if not isinstance(part, BaseToolCallPart):
+                    answered.add(tool_call_id)
     end = wanted
-    before = {tool_call_id for message in messages[:end] for tool_call_id in tool_call_ids(message)}
-    for index in range(end, len(messages)):
-        if before.intersection(tool_call_ids(messages[index])):
-            for between in messages[end : index + 1]:
-                before.update(tool_call_ids(between))
-            end = index + 1
+    for first, last in sorted(span for tool_call_id, span in spans.items() if tool_call_id in answered):
+        if first < end <= last:
+            end = last + 1
+    waiting = [first for tool_call_id, (first, _) in spans.items() if tool_call_id not in answered and first < end]
+    if waiting:
+        end = min(waiting)
+        crossing = [first for first, last in spans.values() if first < end <= last]
+        while crossing:
+            end = min(crossing)
+            crossing = [first for first, last in spans.values() if first < end <= last]
     return end
 
 
@@ -246,6 +260,9 @@ class Windowing:
     counter: TokenCounter
     max_input_tokens: int | None
     anchor_on_usage: bool
+    cut_before_responses: bool = False
+    """Whether a cut may open the tail with a response: only for a processor whose compaction puts a request
+    (its summary) before the tail. A compaction that makes none moves such a cut on to a request."""
     _lineages: OrderedDict[int, list[Lineage]] = field(default_factory=OrderedDict[int, list[Lineage]])
 
     def context_window(self, model_window: int | None) -> int | None:
@@ -331,6 +348,12 @@ class Windowing:
                 # A manual compaction that made nothing: no trigger fired, so the window stays as it was.
                 return replace(self._unchanged(lineage, decision), compaction=compaction)
             bridge, bridge_tokens = lineage.fallback_bridge()
+            if bridge is None and not isinstance(lineage.messages[cut], ModelRequest):
+                # Nothing will stand before a tail that opens with a response: open it with a request.
+                later = lineage.cuts.first_at_or_after(cut)
+                if later is None:
+                    return replace(self._unchanged(lineage, decision), compaction=compaction)
+                cut = later
         else:
             bridge, bridge_tokens = compaction.bridge, compaction.bridge_tokens
         window = lineage.window(cut, bridge)
@@ -466,18 +489,19 @@ class Windowing:
             return None
         target = max(target, floor + 1)
         cuts = lineage.cuts
-        cut = cuts.first_at_or_after(target)
+        responses = self.cut_before_responses
+        cut = cuts.first_at_or_after(target, responses=responses)
         turn = cuts.first_at_or_after(target, turn_start=True)
         if turn is not None and (n - turn) * 2 >= n - target:
             cut = turn  # a whole turn reads better, as long as it keeps at least half of what keep asks
         if cut is None:
-            cut = cuts.last_before(target)
+            cut = cuts.last_before(target, responses=responses)
             if cut is None or cut <= floor:
                 return None
         # A window still over a trigger after compacting would compact again on every request.
         bridge, bridge_tokens = lineage.fallback_bridge()
         while self._fires(lineage.size(cut, bridge_tokens, bridge is not None), context_window):
-            later = cuts.first_at_or_after(cut + 1)
+            later = cuts.first_at_or_after(cut + 1, responses=responses)
             if later is None:
                 break
             cut = later

@@ -121,4 +121,5 @@ def build_windowing(config: WindowConfig) -> Windowing:
         counter=config.token_counter,
         max_input_tokens=config.max_input_tokens,
         anchor_on_usage=config.anchor_on_usage,
+        cut_before_responses=getattr(config, 'cut_before_responses', False),
     )

@@ -143,6 +143,8 @@ class ContextManagerCapability(AbstractCapability[Any]):
             summarizer_timeout=self.summarizer_timeout,
             on_summary=self.on_summary,
             on_failure=self.on_failure,
+            # A run that is one long chain of tool calls can still be compacted: the summary opens the window.
+            cut_before_responses=True,
         )
 
     @classmethod

@@ -1,4 +1,8 @@
-"""Incremental summarization: the next summary is made from the last one plus only what was evicted since."""
+"""Incremental summarization: the next summary is made from the last one plus only what was evicted since.
+
+Automatically, when a trigger fires, or on request: `process(messages, focus, force=True)`, or
+`plan_compression` then `execute_plan` to act between the decision and the summarizer call.
+"""
 
 from __future__ import annotations
 
@@ -93,6 +97,11 @@ class SummarizationProcessor(WindowedProcessor):
     the sliding window (the old summary plus the kept tail), nothing is used as a summary, the failure
     is logged and passed to `on_failure`, and the next trigger tries again.
 
+    A compaction can also be asked for: `process(messages, focus, force=True)` makes one more
+    incremental summary below any trigger, and `focus` (here or on `__call__`) names a topic the
+    summary should put first. `plan_compression` and `execute_plan` split the decision from the
+    summarizer call; `process` returns a `SummarizationResult` saying what happened.
+
     Args:
         model: The summarizer: any pydantic-ai model or model name.
         trigger: When to summarize: a `ContextSize` or a list of them (any fires). `None` never does.
@@ -113,6 +122,10 @@ class SummarizationProcessor(WindowedProcessor):
             would fire a token trigger always is.
         on_summary: Called with each `Summary` made, to persist it.
         on_failure: Called with each `SummarizationFailure`.
+        cut_before_responses: Let a cut open the kept tail with a model response, since the summary request
+            stands before it: a compaction can then fall inside one long chain of tool calls, which has no
+            request a cut could open with. Off by default: code that rebuilds windows from storage (the
+            session store) opens the tail with a request and rides the summary in it.
     """
 
     model: Model | str
@@ -130,6 +143,7 @@ class SummarizationProcessor(WindowedProcessor):
     max_summary_tokens: int | None = None
     on_summary: SummaryCallback | None = None
     on_failure: FailureCallback | None = None
+    cut_before_responses: bool = False
     usage: RunUsage = field(default_factory=RunUsage, init=False)
     """What every summarizer call so far has cost."""
     _windowing: Windowing = field(init=False, repr=False)
@@ -288,11 +302,12 @@ class SummarizationProcessor(WindowedProcessor):
         cum = lineage.cum_tokens
         if limit is None or cum[cut] - cum[start] <= limit:
             return cut
-        best = lineage.cuts.first_at_or_after(start + 1)
+        responses = self.cut_before_responses
+        best = lineage.cuts.first_at_or_after(start + 1, responses=responses)
         candidate = best
         while candidate is not None and candidate <= cut and cum[candidate] - cum[start] <= limit:
             best = candidate
-            candidate = lineage.cuts.first_at_or_after(candidate + 1)
+            candidate = lineage.cuts.first_at_or_after(candidate + 1, responses=responses)
         return min(best, cut) if best is not None else cut
 
     async def _fail(self, reason: str, detail: str, pending: int, error: BaseException | None = None) -> Compaction:

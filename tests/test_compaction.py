@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,7 @@ from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
     ModelRequest,
+    ModelRequestPart,
     ModelResponse,
     SystemPromptPart,
     TextPart,
@@ -246,17 +248,28 @@ async def test_forced_cuts_never_split_parallel_calls_or_far_apart_returns() -> 
             assert result.skip_reason == 'cutoff_zero' and result.messages is history
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+forced_windows = given(
     history=histories(),
     keep=st.integers(min_value=0, max_value=12),
     head=st.integers(min_value=0, max_value=6),
     forced_at=st.sets(st.integers(min_value=0, max_value=80), max_size=6),
+    before_responses=st.booleans(),
+    failing=st.booleans(),
 )
-def test_every_forced_window_is_pair_safe_with_any_keep_and_head(
-    history: list[ModelMessage], keep: int, head: int, forced_at: set[int]
+
+
+def check_forced_windows(
+    history: list[ModelMessage], keep: int, head: int, forced_at: set[int], before_responses: bool, failing: bool
 ) -> None:
-    compactor = processor(Summarizer(), keep=('messages', keep), keep_head=('messages', head))
+    """Request by request, some of them forced: every window is pair-safe, opens with the head, and a tail
+    that opens with a response has a request before it."""
+    compactor = processor(
+        Summarizer(fail=failing),
+        trigger=('messages', 14),
+        keep=('messages', keep),
+        keep_head=('messages', head),
+        cut_before_responses=before_responses,
+    )
 
     async def windows() -> list[tuple[list[ModelMessage], list[ModelMessage]]]:
         ends = [i + 1 for i, m in enumerate(history) if isinstance(m, ModelRequest)]
@@ -269,7 +282,72 @@ def test_every_forced_window_is_pair_safe_with_any_keep_and_head(
     for source, window in asyncio.run(windows()):
         assert pair_violations(window, source) == []
         if head:
-            assert window[: min(head, len(source))] == source[: min(head, len(source))]
+            # The head opens every window (it may be shorter than asked, never holding a call still waiting).
+            assert window[0] is source[0]
+        # The histories alternate requests and responses: a tail that opens with a response (a cut before
+        # responses) must have a request, the summary or the system prompt, before it.
+        for before, message in pairwise(window):
+            if isinstance(message, ModelResponse):
+                assert isinstance(before, ModelRequest)
+
+
+@pytest.mark.slow
+@settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@forced_windows
+def test_every_forced_window_is_pair_safe_with_any_keep_and_head(
+    history: list[ModelMessage], keep: int, head: int, forced_at: set[int], before_responses: bool, failing: bool
+) -> None:
+    check_forced_windows(history, keep, head, forced_at, before_responses, failing)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@forced_windows
+def test_every_forced_window_is_pair_safe_with_any_keep_and_head_quick(
+    history: list[ModelMessage], keep: int, head: int, forced_at: set[int], before_responses: bool, failing: bool
+) -> None:
+    # The same property over fewer histories, for the quick tier.
+    check_forced_windows(history, keep, head, forced_at, before_responses, failing)
+
+
+def chain(calls: int, *, system: bool = True) -> list[ModelMessage]:
+    """One prompt, then `calls` tool calls one after another, each answered: no request a cut could open with."""
+    first: list[ModelRequestPart] = [SystemPromptPart(SYSTEM)] if system else []
+    messages: list[ModelMessage] = [ModelRequest(parts=[*first, UserPromptPart('fix the build')])]
+    for i in range(calls):
+        messages.append(ModelResponse(parts=[ToolCallPart('run', {'step': i}, tool_call_id=f's{i}')]))
+        messages.append(ModelRequest(parts=[ToolReturnPart('run', f'output {i}', tool_call_id=f's{i}')]))
+    return messages
+
+
+async def test_cutting_before_responses_compacts_inside_one_long_chain_of_tool_calls() -> None:
+    history = chain(6)
+    assert (await processor(Summarizer(), keep=('messages', 0)).process(history, force=True)).skip_reason == (
+        'cutoff_zero'
+    )
+    result = await processor(Summarizer(), keep=('messages', 0), cut_before_responses=True).process(history, force=True)
+    # The summary request, then the last call and its return: the call was the last place no pair spans.
+    assert result.summarized and result.cutoff_index == len(history) - 2
+    assert summary_text(result.messages[0]) == 'SUMMARY-1'
+    assert result.messages[1:] == history[-2:]
+    assert pair_violations(result.messages, history) == []
+
+
+async def test_a_failed_summary_never_leaves_a_window_opening_with_a_response() -> None:
+    # No system prompt and no summary yet: nothing could stand before a tail opening with a response.
+    summarizer = Summarizer(fail=True)
+    history = [
+        *chain(4, system=False),
+        ModelResponse(parts=[TextPart('built')]),
+        ModelRequest(parts=[UserPromptPart('thanks')]),
+    ]
+    compactor = processor(summarizer, trigger=('messages', 8), keep=('messages', 0), cut_before_responses=True)
+    result = await compactor.process(history)
+    assert result.skip_reason == 'failed'
+    assert result.messages == history[-1:]  # moved on to the next request a cut may open with
+    stuck = await processor(
+        summarizer, trigger=('messages', 8), keep=('messages', 0), cut_before_responses=True
+    ).process(chain(4, system=False))
+    assert stuck.skip_reason == 'failed' and len(stuck.messages) == 9  # no such request: sent as it was
 
 
 async def test_keep_head_zero_is_no_head_and_a_head_grows_to_hold_a_whole_tool_exchange() -> None:

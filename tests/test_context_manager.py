@@ -138,18 +138,17 @@ async def test_the_agent_calling_compact_conversation_gets_a_compacted_next_requ
 
     tool_request, after = chatty.requests[-2], chatty.requests[-1]
     assert len(tool_request) == 9  # the whole history, plus the turn asking to tidy up
-    # The request after the tool call: the system prompt and summary, then the tidy-up turn from its prompt on
-    # (the first safe cut before the compact_conversation call; pydantic-ai merges the two requests).
+    # The request after the tool call: the system prompt and summary, then the compact_conversation call and its
+    # return (keep=('messages', 0) keeps the request in flight, and the call it answers).
     assert summary_text(after[0]) == 'SUMMARY-1'
     assert [p.content for p in after[0].parts if isinstance(p, SystemPromptPart)] == ['You keep orders.']
-    assert after[0].parts[-1].content == 'please tidy up'  # type: ignore[union-attr]
     assert after[1:] == result.all_messages()[9:11]
     assert pair_violations(after, result.all_messages()) == []
     (returned,) = returns_in(result.new_messages())
     assert 'Conversation compaction requested. Focus: the order numbers.' in str(returned.content)
     # The summarizer read the earlier turns and the focus; the summary is marked as asked for.
     (prompt,) = summarizer.prompts
-    assert 'order number 1000' in prompt and 'order number 1003' in prompt
+    assert 'order number 1000' in prompt and 'order number 1003' in prompt and 'please tidy up' in prompt
     assert '<focus>' in prompt and 'the order numbers' in prompt
     assert [(s.forced, s.focus) for s in made] == [(True, 'the order numbers')]
     assert manager.compression_count == 1
@@ -158,6 +157,38 @@ async def test_the_agent_calling_compact_conversation_gets_a_compacted_next_requ
     assert not any(isinstance(p, CompactionPart) for m in result.all_messages() for p in m.parts)
     await agent.run('order number 2000', message_history=result.all_messages())
     assert summary_text(chatty.requests[-1][0]) == 'SUMMARY-1' and len(summarizer.prompts) == 1
+
+
+async def test_one_long_chain_of_tool_calls_in_a_single_run_is_compacted_where_the_agent_asks() -> None:
+    # A coding agent's run: one prompt, then tool call after tool call; no request opens a turn to cut at.
+    summarizer, requests = Summarizer(), list[list[ModelMessage]]()
+
+    def agent_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        requests.append(messages)
+        step = len(requests)
+        if step <= 6:
+            return ModelResponse(parts=[ToolCallPart('run', {'step': step}, tool_call_id=f's{step}')])
+        if step == 7:
+            return ModelResponse(parts=[ToolCallPart('compact_conversation', {}, tool_call_id='tidy')])
+        return ModelResponse(parts=[TextPart('build fixed')])
+
+    manager = ContextManagerCapability(summarization_model=FunctionModel(summarizer), include_compact_tool=True)
+    agent = Agent(FunctionModel(agent_model), system_prompt='You fix builds.', capabilities=[manager])
+
+    @agent.tool_plain
+    def run(step: int) -> str:
+        return f'output of step {step}'
+
+    result = await agent.run('fix the build')
+
+    after = requests[-1]
+    # The system prompt and the summary of steps 1 to 6, then the compact_conversation call and its return.
+    assert summary_text(after[0]) == 'SUMMARY-1'
+    assert [p.content for p in after[0].parts if isinstance(p, SystemPromptPart)] == ['You fix builds.']
+    assert after[1:] == result.all_messages()[-3:-1]
+    assert pair_violations(after, result.all_messages()) == []
+    assert 'output of step 6' in summarizer.prompts[0] and manager.compression_count == 1
+    assert len(result.all_messages()) == 2 + 2 * 7
 
 
 async def test_request_compact_and_compact_compress_with_focus_and_every_callback() -> None:
