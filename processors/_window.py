@@ -370,12 +370,6 @@ class Windowing:
         lineage.sent = (len(lineage.messages), decision.tokens - lineage.overhead)
         return Outcome(window=window, decision=decision, compaction=None, cut=None, tokens=decision.tokens)
 
-    def amend_bridge(self, lineage: Lineage, parts: Sequence[SystemPromptPart], tokens: int) -> None:
-        """Add `parts` to the bridge every later window of `lineage` opens with; `tokens` is their cost."""
-        if lineage.bridge is not None:
-            lineage.bridge = replace(lineage.bridge, parts=[*lineage.bridge.parts, *parts])
-            lineage.bridge_tokens += tokens
-
     async def remember(self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None]) -> None:
         """Index a history ahead of its first request, with the token counts already known for it."""
         if messages and self.find(messages) is None:

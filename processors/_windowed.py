@@ -23,6 +23,8 @@ class CompactionState:
 
     head_end: int
     tail_start: int
+    """Where the tail starts: a request, unless the processor cuts before responses (`cut_before_responses`,
+    as `ContextManagerCapability` does), whose summary request then stands before it."""
     summary: str | None
     """The summary text the bridge carries, if any."""
 
