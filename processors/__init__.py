@@ -1,47 +1,85 @@
 """History processors for long pydantic-ai conversations: pair-safe cuts, real token counts, sliding
 windows and incremental summaries. Pure: no I/O of their own."""
 
-from ._text import format_messages, message_text, part_text
-from ._window import CompactionState
-from .capabilities import SlidingWindow, Summarization, as_capability
+from ._text import format_messages, format_messages_for_summary, message_text, part_text
+from ._windowed import CompactionState
+from .capabilities import (
+    LimitWarnerCapability,
+    SlidingWindow,
+    SlidingWindowCapability,
+    Summarization,
+    SummarizationCapability,
+    as_capability,
+)
+from .compression import CompressionPlan, SkipReason, SummarizationResult
+from .context_manager import DEFAULT_MAX_TOKENS, ContextManagerCapability
 from .cut_points import is_turn_start, safe_cut_points, tool_call_ids
+from .limit_warner import (
+    LIMIT_WARNING_MARKER,
+    LimitWarnerProcessor,
+    LimitWarning,
+    WarningOn,
+    create_limit_warner_processor,
+)
 from .sliding_window import SlidingWindowProcessor, create_sliding_window_processor
 from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
-from .summarization import DEFAULT_SUMMARY_PROMPT, SummarizationProcessor, create_summarization_processor
+from .summarization import (
+    DEFAULT_CONTINUATION_PROMPT,
+    DEFAULT_SUMMARY_PROMPT,
+    SummarizationProcessor,
+    create_summarization_processor,
+)
 from .summary import SummarizationFailure, Summary, find_summary, summary_request, summary_text
 from .tokens import (
     MEDIA_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
     TiktokenCounter,
     TokenCounter,
+    async_count_tokens,
     count_tokens,
     count_tokens_approximately,
 )
 
 __all__ = (
+    'DEFAULT_CONTINUATION_PROMPT',
+    'DEFAULT_MAX_TOKENS',
     'DEFAULT_SUMMARY_PROMPT',
+    'LIMIT_WARNING_MARKER',
     'MEDIA_TOKENS',
     'MESSAGE_OVERHEAD_TOKENS',
     'CompactionState',
+    'CompressionPlan',
     'ContextFraction',
+    'ContextManagerCapability',
     'ContextMessages',
     'ContextSize',
     'ContextTokens',
+    'LimitWarnerCapability',
+    'LimitWarnerProcessor',
+    'LimitWarning',
+    'SkipReason',
     'SlidingWindow',
+    'SlidingWindowCapability',
     'SlidingWindowProcessor',
     'Summarization',
+    'SummarizationCapability',
     'SummarizationFailure',
     'SummarizationProcessor',
+    'SummarizationResult',
     'Summary',
     'TiktokenCounter',
     'TokenCounter',
+    'WarningOn',
     'as_capability',
+    'async_count_tokens',
     'count_tokens',
     'count_tokens_approximately',
+    'create_limit_warner_processor',
     'create_sliding_window_processor',
     'create_summarization_processor',
     'find_summary',
     'format_messages',
+    'format_messages_for_summary',
     'is_turn_start',
     'message_text',
     'part_text',

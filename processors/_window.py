@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from pydantic_ai.messages import (
     BaseToolCallPart,
@@ -29,7 +29,7 @@ from pydantic_ai.messages import (
 
 from ._text import render
 from .cut_points import CutIndex
-from .specs import ContextSize, Size, check_resolvable, parse_size, parse_triggers
+from .specs import Size
 from .summary import find_summary, summary_request, summary_text
 from .tokens import TokenCounter, count_tokens
 
@@ -46,6 +46,36 @@ def leading_system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptP
             break
         parts.append(part)
     return parts
+
+
+def head_boundary(messages: Sequence[ModelMessage], wanted: int) -> int:
+    """Where a head asked to end at `wanted` may end: no tool call id has parts on both sides of it.
+
+    It grows over a call whose answer comes later, up to that answer (a head may end before a response:
+    the bridge or the tail's request follows it), and stops before a call still waiting for its answer,
+    which would otherwise arrive after the head and be cut away from it. Exact over the whole history.
+    """
+    spans: dict[str, list[int]] = {}
+    answered: set[str] = set()
+    for index, message in enumerate(messages):
+        for part in message.parts:
+            tool_call_id = getattr(part, 'tool_call_id', None)
+            if isinstance(tool_call_id, str):
+                spans.setdefault(tool_call_id, [index, index])[1] = index
+                if not isinstance(part, BaseToolCallPart):
+                    answered.add(tool_call_id)
+    end = wanted
+    for first, last in sorted(span for tool_call_id, span in spans.items() if tool_call_id in answered):
+        if first < end <= last:
+            end = last + 1
+    waiting = [first for tool_call_id, (first, _) in spans.items() if tool_call_id not in answered and first < end]
+    if waiting:
+        end = min(waiting)
+        crossing = [first for first, last in spans.values() if first < end <= last]
+        while crossing:
+            end = min(crossing)
+            crossing = [first for first, last in spans.values() if first < end <= last]
+    return end
 
 
 @dataclass(eq=False)
@@ -185,6 +215,41 @@ Compact = Callable[['Lineage', int, 'int | None'], Awaitable[Compaction]]
 
 
 @dataclass
+class Decision:
+    """Whether and where a history is to be compacted, decided before any summarizer call."""
+
+    lineage: Lineage
+    messages: list[ModelMessage]
+    """The history as the caller passed it."""
+    context_window: int | None
+    fired: bool
+    """Whether a trigger fired."""
+    forced: bool
+    """Whether a compaction was asked for regardless of the triggers."""
+    cut: int | None
+    """Where the new tail starts; `None` when nothing is to be compacted."""
+    start: int
+    """The first message the compaction evicts: those before it were summarized or dropped already, or are the head."""
+    tokens: int
+    """The token estimate of the window as it stands, before compacting."""
+
+
+@dataclass
+class Outcome:
+    """The window a history goes out as, and the compaction (if any) that made it."""
+
+    window: list[ModelMessage]
+    decision: Decision | None
+    """`None` for an empty history."""
+    compaction: Compaction | None
+    """`None` when no compaction ran."""
+    cut: int | None
+    """Where the window's tail starts in the history, when a compaction ran."""
+    tokens: int = 0
+    """The window's token estimate."""
+
+
+@dataclass
 class Windowing:
     """The configured trigger and keep rules, and the lineages they are applied to."""
 
@@ -195,17 +260,47 @@ class Windowing:
     counter: TokenCounter
     max_input_tokens: int | None
     anchor_on_usage: bool
+    cut_before_responses: bool = False
+    """Whether a cut may open the tail with a response: only for a processor whose compaction puts a request
+    (its summary) before the tail. A compaction that makes none moves such a cut on to a request."""
     _lineages: OrderedDict[int, list[Lineage]] = field(default_factory=OrderedDict[int, list[Lineage]])
 
     def context_window(self, model_window: int | None) -> int | None:
         return self.max_input_tokens if self.max_input_tokens is not None else model_window
 
-    async def process(
-        self, messages: list[ModelMessage], context_window: int | None, compact: Compact
-    ) -> list[ModelMessage]:
-        """The window to send for `messages`, compacting through `compact` when a trigger fires."""
+    async def decide(
+        self, messages: list[ModelMessage], context_window: int | None, *, force: bool = False
+    ) -> Decision | None:
+        """Whether and where `messages` would be compacted now, without compacting: `None` for no messages.
+
+        `force` plans a compaction even though no trigger fires, as a manual compaction does.
+        """
         if not messages:
-            return messages
+            return None
+        async with self._held(messages) as lineage:
+            return self._decide(lineage, messages, context_window, force)
+
+    async def execute(self, decision: Decision, compact: Compact) -> Outcome:
+        """Carry out `decision`, made earlier by `decide`; a decision another compaction overtook evicts only
+        what is still left to evict, or nothing."""
+        lineage = decision.lineage
+        async with lineage.lock:
+            if decision.cut is not None and decision.cut <= lineage.cut:
+                decision = replace(decision, cut=None)
+            return await self._execute(lineage, decision, compact)
+
+    async def process(
+        self, messages: list[ModelMessage], context_window: int | None, compact: Compact, *, force: bool = False
+    ) -> Outcome:
+        """The window to send for `messages`, compacting through `compact` when a trigger fires (or `force`)."""
+        if not messages:
+            return Outcome(window=messages, decision=None, compaction=None, cut=None)
+        async with self._held(messages) as lineage:
+            return await self._execute(lineage, self._decide(lineage, messages, context_window, force), compact)
+
+    @asynccontextmanager
+    async def _held(self, messages: list[ModelMessage]) -> AsyncIterator[Lineage]:
+        """The lineage `messages` is, indexed up to its end and locked while the caller works on it."""
         lineage = self._lineage_for(messages)
         async with lineage.lock:
             if lineage.messages and not lineage.matches(messages):
@@ -217,26 +312,63 @@ class Windowing:
             else:
                 await lineage.extend(messages, self.counter)
             self._anchor(lineage)
-            current = lineage.current_size()
-            cut = self._plan_cut(lineage, context_window) if self._fires(current, context_window) else None
-            if cut is None:
-                window = lineage.window(lineage.cut, lineage.bridge) if lineage.touched else messages
-                estimate = current[1]
-            else:
-                self._fix_head(lineage, cut, context_window)
-                compaction = await compact(lineage, cut, context_window)
-                cut = compaction.cut or cut
-                if compaction.bridge is None:
-                    bridge, bridge_tokens = lineage.fallback_bridge()
-                else:
-                    bridge, bridge_tokens = compaction.bridge, compaction.bridge_tokens
-                window = lineage.window(cut, bridge)
-                estimate = lineage.size(cut, bridge_tokens, bridge is not None)[1]
-                if compaction.persist:
-                    lineage.cut, lineage.bridge, lineage.bridge_tokens = cut, bridge, bridge_tokens
-                    lineage.touched = True
-            lineage.sent = (len(lineage.messages), estimate - lineage.overhead)
-            return window
+            yield lineage
+
+    def _decide(
+        self, lineage: Lineage, messages: list[ModelMessage], context_window: int | None, force: bool
+    ) -> Decision:
+        current = lineage.current_size()
+        fired = self._fires(current, context_window)
+        cut = self._plan_cut(lineage, context_window, current) if fired or force else None
+        start = lineage.cut
+        if cut is not None:
+            head_end = lineage.head_end if lineage.head_fixed else min(self._head_count(lineage, context_window), cut)
+            start = max(start, head_end)
+        return Decision(
+            lineage=lineage,
+            messages=messages,
+            context_window=context_window,
+            fired=fired,
+            forced=force,
+            cut=cut,
+            start=start,
+            tokens=current[1],
+        )
+
+    async def _execute(self, lineage: Lineage, decision: Decision, compact: Compact) -> Outcome:
+        cut = decision.cut
+        context_window = decision.context_window
+        if cut is None:
+            return self._unchanged(lineage, decision)
+        self._fix_head(lineage, cut, context_window)
+        compaction = await compact(lineage, cut, context_window)
+        cut = compaction.cut or cut
+        if compaction.bridge is None:
+            if not compaction.persist and not decision.fired:
+                # A manual compaction that made nothing: no trigger fired, so the window stays as it was.
+                return replace(self._unchanged(lineage, decision), compaction=compaction)
+            bridge, bridge_tokens = lineage.fallback_bridge()
+            if bridge is None and not isinstance(lineage.messages[cut], ModelRequest):
+                # Nothing will stand before a tail that opens with a response: open it with a request.
+                later = lineage.cuts.first_at_or_after(cut)
+                if later is None:
+                    return replace(self._unchanged(lineage, decision), compaction=compaction)
+                cut = later
+        else:
+            bridge, bridge_tokens = compaction.bridge, compaction.bridge_tokens
+        window = lineage.window(cut, bridge)
+        estimate = lineage.size(cut, bridge_tokens, bridge is not None)[1]
+        if compaction.persist:
+            lineage.cut, lineage.bridge, lineage.bridge_tokens = cut, bridge, bridge_tokens
+            lineage.touched = True
+        lineage.sent = (len(lineage.messages), estimate - lineage.overhead)
+        return Outcome(window=window, decision=decision, compaction=compaction, cut=cut, tokens=estimate)
+
+    def _unchanged(self, lineage: Lineage, decision: Decision) -> Outcome:
+        """The window as it stands: the history itself until a compaction, then head, bridge and tail."""
+        window = lineage.window(lineage.cut, lineage.bridge) if lineage.touched else decision.messages
+        lineage.sent = (len(lineage.messages), decision.tokens - lineage.overhead)
+        return Outcome(window=window, decision=decision, compaction=None, cut=None, tokens=decision.tokens)
 
     async def remember(self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None]) -> None:
         """Index a history ahead of its first request, with the token counts already known for it."""
@@ -324,18 +456,22 @@ class Windowing:
         ceilings = [t.tokens(context_window, 'trigger') for t in self.triggers if t.kind != 'messages']
         return min(ceilings) if ceilings else None
 
-    def _fires(self, size: tuple[int, int], context_window: int | None) -> bool:
+    def _fires(self, size: tuple[int, int], context_window: int | None, *, tokens_only: bool = False) -> bool:
         messages, tokens = size
         for trigger in self.triggers:
             if trigger.kind == 'messages':
-                if messages >= trigger.value:
+                if messages >= trigger.value and not tokens_only:
                     return True
             elif tokens >= trigger.tokens(context_window, 'trigger'):
                 return True
         return False
 
-    def _plan_cut(self, lineage: Lineage, context_window: int | None) -> int | None:
-        """Where the tail should start: what `keep` asks for, at a safe cut, and below every trigger."""
+    def _plan_cut(self, lineage: Lineage, context_window: int | None, current: tuple[int, int]) -> int | None:
+        """Where the tail should start: what `keep` asks for, at a safe cut, and below every trigger.
+
+        `None` when there is nothing to evict: `keep` covers everything after the head and the last cut,
+        and no token trigger fires (a token trigger guards the context window, so it overrides `keep`).
+        """
         n = len(lineage.messages)
         floor = max(lineage.cut, lineage.head_end if lineage.head_fixed else self._head_count(lineage, context_window))
         if self.keep.kind == 'messages':
@@ -343,38 +479,41 @@ class Windowing:
         else:
             budget = self.keep.tokens(context_window, 'keep')
             target = bisect_left(lineage.cum_tokens, lineage.cum_tokens[n] - budget)
+        if target <= floor and not self._fires(current, context_window, tokens_only=True):
+            return None
         target = max(target, floor + 1)
         cuts = lineage.cuts
-        cut = cuts.first_at_or_after(target)
+        responses = self.cut_before_responses
+        cut = cuts.first_at_or_after(target, responses=responses)
         turn = cuts.first_at_or_after(target, turn_start=True)
         if turn is not None and (n - turn) * 2 >= n - target:
             cut = turn  # a whole turn reads better, as long as it keeps at least half of what keep asks
         if cut is None:
-            cut = cuts.last_before(target)
+            cut = cuts.last_before(target, responses=responses)
             if cut is None or cut <= floor:
                 return None
         # A window still over a trigger after compacting would compact again on every request.
         bridge, bridge_tokens = lineage.fallback_bridge()
         while self._fires(lineage.size(cut, bridge_tokens, bridge is not None), context_window):
-            later = cuts.first_at_or_after(cut + 1)
+            later = cuts.first_at_or_after(cut + 1, responses=responses)
             if later is None:
                 break
             cut = later
         return cut
 
     def _head_count(self, lineage: Lineage, context_window: int | None) -> int:
-        """How many leading messages `keep_head` keeps, extended to a safe cut."""
+        """How many leading messages `keep_head` keeps, grown until no tool call has parts on both sides."""
         if self.keep_head is None:
             return 0
-        n = len(lineage.messages)
+        messages = lineage.messages
         if self.keep_head.kind == 'messages':
-            wanted = min(int(self.keep_head.value), n)
+            wanted = min(int(self.keep_head.value), len(messages))
         else:
             budget = self.keep_head.tokens(context_window, 'keep_head')
             wanted = bisect_left(lineage.cum_tokens, budget + 1) - 1
-        if wanted <= 0 or lineage.cuts.is_safe(wanted):
-            return max(wanted, 0)
-        return lineage.cuts.first_at_or_after(wanted) or n
+        if wanted <= 0:
+            return 0
+        return head_boundary(messages, wanted)
 
     def _fix_head(self, lineage: Lineage, cut: int, context_window: int | None) -> None:
         """On the first compaction, settle how many leading messages every later window keeps."""
@@ -382,104 +521,3 @@ class Windowing:
             lineage.head_fixed = True
             lineage.head_end = min(self._head_count(lineage, context_window), cut)
             lineage.cut = max(lineage.cut, lineage.head_end)
-
-
-@dataclass(frozen=True)
-class CompactionState:
-    """Where a compacted history's window stands: `messages[:head_end]`, a bridge, then `messages[tail_start:]`."""
-
-    head_end: int
-    tail_start: int
-    summary: str | None
-    """The summary text the bridge carries, if any."""
-
-
-class WindowedProcessor:
-    """What both processors are: an awaitable `messages -> window`, over a `Windowing`."""
-
-    _windowing: Windowing
-
-    async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        return await self.process(messages)
-
-    async def process(self, messages: list[ModelMessage], *, context_window: int | None = None) -> list[ModelMessage]:
-        """The window for `messages`; `context_window` is the model's, used when `max_input_tokens` is unset."""
-        return await self._windowing.process(messages, self._windowing.context_window(context_window), self._compact)
-
-    async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
-        raise NotImplementedError
-
-    async def remember(self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None]) -> None:
-        """Take the token counts of a history this processor is about to see, so they aren't counted again.
-
-        For code that stores counts: `token_counts[i]` is `messages[i]`'s count, or `None` to count it.
-        """
-        await self._windowing.remember(messages, token_counts)
-
-    def kept_system_parts(self, messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
-        """The system prompt parts this processor re-injects for `messages` once their first message is cut.
-
-        For code that rebuilds windows from storage, so they open exactly as the processor's own do.
-        """
-        return self._windowing.kept_system_parts(messages)
-
-    def token_counts(self, messages: Sequence[ModelMessage]) -> list[int | None]:
-        """The count this processor made of each of `messages` (the history it saw, possibly grown since), or `None`."""
-        lineage = self._windowing.find(messages)
-        cum = lineage.cum_tokens if lineage is not None else [0]
-        return [cum[i + 1] - cum[i] if i + 1 < len(cum) else None for i in range(len(messages))]
-
-    def compaction_state(self, messages: Sequence[ModelMessage]) -> CompactionState | None:
-        """The committed window of the history `messages` is (or grew from), or `None` if never compacted.
-
-        For code that persists windows: after a run, this says which message the next window's tail
-        starts at, so it can be rebuilt without the processor's memory.
-        """
-        lineage = self._windowing.find(messages)
-        if lineage is None or (not lineage.touched and lineage.bridge is None):
-            return None
-        return CompactionState(head_end=lineage.head_end, tail_start=lineage.cut, summary=lineage.summary)
-
-
-class WindowConfig(Protocol):
-    """The size rules a processor is configured with."""
-
-    @property
-    def trigger(self) -> ContextSize | Sequence[ContextSize] | None: ...
-    @property
-    def keep(self) -> ContextSize: ...
-    @property
-    def keep_head(self) -> ContextSize | None: ...
-    @property
-    def token_counter(self) -> TokenCounter: ...
-    @property
-    def max_input_tokens(self) -> int | None: ...
-    @property
-    def keep_system_prompt(self) -> bool: ...
-    @property
-    def anchor_on_usage(self) -> bool: ...
-    @property
-    def context_window_from_model(self) -> bool: ...
-
-
-def build_windowing(config: WindowConfig) -> Windowing:
-    """Validate a processor's size rules into a `Windowing`, with errors that name the parameter."""
-    triggers = parse_triggers(config.trigger)
-    # keep=('messages', 0) is valid, as in summarization-pydantic-ai: keep only the request in flight.
-    keep = parse_size(config.keep, 'keep', allow_zero=True)
-    keep_head = None if config.keep_head is None else parse_size(config.keep_head, 'keep_head')
-    sizes = [('trigger', trigger) for trigger in triggers] + [('keep', keep)]
-    if keep_head is not None:
-        sizes.append(('keep_head', keep_head))
-    check_resolvable(sizes, config.max_input_tokens, model_supplies_window=config.context_window_from_model)
-    if not callable(config.token_counter):
-        raise ValueError(f'token_counter must be callable; got {config.token_counter!r}.')
-    return Windowing(
-        triggers=triggers,
-        keep=keep,
-        keep_head=keep_head,
-        keep_system_prompt=config.keep_system_prompt,
-        counter=config.token_counter,
-        max_input_tokens=config.max_input_tokens,
-        anchor_on_usage=config.anchor_on_usage,
-    )

@@ -8,18 +8,29 @@ stays complete while the model sees the window. Fractions resolve against the se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.tools import RunContext
 
-from ._window import WindowedProcessor
+from ._windowed import WindowedProcessor
+from .context_manager import ContextManagerCapability
+from .limit_warner import LimitWarnerProcessor
 from .sliding_window import SlidingWindowProcessor
+from .specs import ContextSize
 from .summarization import SummarizationProcessor
 
-__all__ = ('SlidingWindow', 'Summarization', 'as_capability')
+__all__ = (
+    'LimitWarnerCapability',
+    'SlidingWindow',
+    'SlidingWindowCapability',
+    'Summarization',
+    'SummarizationCapability',
+    'as_capability',
+)
 
 
 class _WindowsRequests(AbstractCapability[Any]):
@@ -29,7 +40,7 @@ class _WindowsRequests(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         assert isinstance(self, WindowedProcessor)
-        request_context.messages = await self.process(
+        request_context.messages = await self.window(
             request_context.messages, context_window=request_context.model.context_window
         )
         return request_context
@@ -53,8 +64,56 @@ class Summarization(SummarizationProcessor, _WindowsRequests):
     context_window_from_model: bool = True
 
 
+@dataclass
+class SlidingWindowCapability(SlidingWindow):
+    """`SlidingWindow` under `summarization-pydantic-ai`'s name, for code that imports it (same defaults)."""
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return 'SlidingWindowCapability'
+
+
+@dataclass
+class SummarizationCapability(Summarization):
+    """`Summarization` under `summarization-pydantic-ai`'s name and defaults: summarize at 50 messages, keep 10,
+    with `openai:gpt-4.1-mini`. Pass arguments by keyword (the summarizer `model` comes first here)."""
+
+    model: Model | str = 'openai:gpt-4.1-mini'
+    trigger: ContextSize | Sequence[ContextSize] | None = ('messages', 50)
+    keep: ContextSize = ('messages', 10)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return 'SummarizationCapability'
+
+
+@dataclass
+class LimitWarnerCapability(LimitWarnerProcessor, AbstractCapability[Any]):
+    """`LimitWarnerProcessor` as a capability: each request goes out with a warning turn when a limit is near.
+
+    It changes only `request_context.messages`, so warnings never enter the run's history, and it runs
+    after the window capabilities (`Summarization`, `SlidingWindow`, `ContextManagerCapability`), so
+    the context it measures is the window actually sent, and theirs never holds a warning.
+    """
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        request_context.messages = await self(ctx, request_context.messages)
+        return request_context
+
+    def get_ordering(self) -> CapabilityOrdering | None:
+        return CapabilityOrdering(wrapped_by=(_WindowsRequests, ContextManagerCapability))
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return 'LimitWarnerCapability'
+
+
 @overload
 def as_capability(processor: SummarizationProcessor) -> Summarization: ...
+
+
 @overload
 def as_capability(processor: SlidingWindowProcessor) -> SlidingWindow: ...
 def as_capability(processor: SlidingWindowProcessor | SummarizationProcessor) -> SlidingWindow | Summarization:

@@ -36,14 +36,17 @@ def is_turn_start(message: ModelMessage) -> bool:
 class CutIndex:
     """The safe cut points of a growing history, kept up to date as messages are appended.
 
-    `_below[i]` points towards the largest index `<= i` still a candidate (a union-find with path
-    compression), so marking a span unsafe skips what an earlier span already marked, and each index
-    is marked at most once over the whole history.
+    `_below[i]` points towards the largest index `<= i` that no tool call id spans (a union-find with
+    path compression), so marking a span unsafe skips what an earlier span already marked, and each
+    index is marked at most once over the whole history. Whether a cut may open the tail with a
+    response is a question each query answers (`responses=`): only where a request (a summary, the
+    system prompt) will stand before the tail.
     """
 
     def __init__(self) -> None:
         self._below: list[int] = []
         self._first_seen: dict[str, int] = {}
+        self._requests: list[bool] = []
         self._turn_starts: list[bool] = []
 
     def __len__(self) -> int:
@@ -51,17 +54,17 @@ class CutIndex:
 
     def append(self, message: ModelMessage) -> None:
         index = len(self._below)
-        # Index 0 is no cut at all; a response is never where a window opens.
-        candidate = index > 0 and isinstance(message, ModelRequest)
-        self._below.append(index if candidate else index - 1)
-        self._turn_starts.append(candidate and is_turn_start(message))
+        # Index 0 is no cut at all.
+        self._below.append(index if index > 0 else -1)
+        self._requests.append(isinstance(message, ModelRequest))
+        self._turn_starts.append(index > 0 and is_turn_start(message))
         for tool_call_id in tool_call_ids(message):
             first = self._first_seen.setdefault(tool_call_id, index)
             if first < index:
                 self._mark_unsafe(first, index)
 
     def _find(self, index: int) -> int:
-        """The largest candidate `<= index`, or -1."""
+        """The largest index `<= index` that no span covers, or -1."""
         root = index
         below = self._below
         while root >= 0 and below[root] != root:
@@ -77,22 +80,26 @@ class CutIndex:
             self._below[index] = index - 1
             index = self._find(index - 1)
 
-    def is_safe(self, index: int) -> bool:
-        return 0 < index < len(self._below) and self._find(index) == index
+    def is_safe(self, index: int, *, responses: bool = False) -> bool:
+        """Whether the tail may start at `index`: no tool call spans it, and it is a request unless `responses`."""
+        return 0 < index < len(self._below) and self._find(index) == index and (responses or self._requests[index])
 
     def is_turn_start(self, index: int) -> bool:
         return self._turn_starts[index]
 
-    def first_at_or_after(self, start: int, *, turn_start: bool = False) -> int | None:
-        """The first safe cut `>= start` (a turn start, if asked), or `None`."""
+    def first_at_or_after(self, start: int, *, turn_start: bool = False, responses: bool = False) -> int | None:
+        """The first safe cut `>= start` (a turn start, if asked; a response only if `responses`), or `None`."""
         for index in range(max(start, 1), len(self._below)):
-            if self._find(index) == index and (not turn_start or self._turn_starts[index]):
+            opens = responses or self._requests[index]
+            if opens and self._find(index) == index and (not turn_start or self._turn_starts[index]):
                 return index
         return None
 
-    def last_before(self, end: int) -> int | None:
-        """The last safe cut `< end`, or `None`."""
+    def last_before(self, end: int, *, responses: bool = False) -> int | None:
+        """The last safe cut `< end` (a response only if `responses`), or `None`."""
         index = self._find(min(end, len(self._below)) - 1)
+        while index > 0 and not (responses or self._requests[index]):
+            index = self._find(index - 1)
         return index if index > 0 else None
 
 

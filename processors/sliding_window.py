@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ._window import Compaction, Lineage, WindowedProcessor, Windowing, build_windowing
+from pydantic_ai.messages import ModelMessage
+
+from ._window import Compaction, Lineage, Windowing
+from ._windowed import WindowedProcessor, build_windowing
 from .specs import ContextSize
 from .tokens import TokenCounter, count_tokens_approximately
 
@@ -50,6 +53,10 @@ class SlidingWindowProcessor(WindowedProcessor):
 
     def __post_init__(self) -> None:
         self._windowing = build_windowing(self)
+
+    async def process(self, messages: list[ModelMessage], *, context_window: int | None = None) -> list[ModelMessage]:
+        """The window to send for `messages`: the same as `window`, kept under the name earlier releases used."""
+        return await self.window(messages, context_window=context_window)
 
     async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
         return Compaction()  # the evicted messages are simply dropped

@@ -39,7 +39,13 @@ class Size:
 
 
 def parse_size(spec: object, parameter: str, *, allow_zero: bool = False) -> Size:
-    """Validate one `(kind, value)` pair, raising `ValueError` that names `parameter` and the value."""
+    """Validate one `(kind, value)` pair, raising `ValueError` that names `parameter` and the value.
+
+    The messages also hold `summarization-pydantic-ai`'s wording ("Fractional ... values must be between
+    0 and 1", "... thresholds must be non-negative", "Unsupported context size type"), so code that
+    matches those keeps working.
+    """
+    name = parameter.split('[')[0]
     if not (isinstance(spec, tuple | list) and len(spec) == 2):
         raise ValueError(
             f"{parameter} must be a (kind, value) pair such as ('messages', 50), ('tokens', 100_000) or "
@@ -48,15 +54,25 @@ def parse_size(spec: object, parameter: str, *, allow_zero: bool = False) -> Siz
     kind, value = spec
     if kind == 'fraction':
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-            raise ValueError(f"{parameter}=('fraction', {value!r}): a fraction must be in (0, 1].")
+            raise ValueError(
+                f"{parameter}=('fraction', {value!r}): Fractional {name} values must be between 0 and 1, "
+                f'got {value!r}; a fraction must be in (0, 1].'
+            )
         return Size('fraction', float(value))
     if kind in ('messages', 'tokens'):
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ValueError(
+                f'{parameter}=({kind!r}, {value!r}): {name} thresholds must be non-negative, got {value!r}.'
+            )
         least = 0 if allow_zero else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             bound = 'a whole number >= 0' if allow_zero else 'a whole number > 0'
             raise ValueError(f'{parameter}=({kind!r}, {value!r}): the value must be {bound}.')
         return Size(kind, value)
-    raise ValueError(f"{parameter}=({kind!r}, {value!r}): the kind must be 'messages', 'tokens' or 'fraction'.")
+    raise ValueError(
+        f'{parameter}=({kind!r}, {value!r}): Unsupported context size type {kind} for {name}; '
+        "the kind must be 'messages', 'tokens' or 'fraction'."
+    )
 
 
 def parse_triggers(trigger: ContextSize | Sequence[ContextSize] | None, parameter: str = 'trigger') -> tuple[Size, ...]:
@@ -79,10 +95,16 @@ def check_resolvable(
     if max_input_tokens is not None and (
         isinstance(max_input_tokens, bool) or not isinstance(max_input_tokens, int) or max_input_tokens <= 0
     ):
-        raise ValueError(f'max_input_tokens={max_input_tokens!r}: it must be a whole number > 0.')
+        raise ValueError(
+            f'max_input_tokens={max_input_tokens!r}: max_input_tokens must be greater than 0, '
+            f'got {max_input_tokens!r}; it must be a whole number > 0.'
+        )
     for parameter, size in sizes:
         if size.kind == 'fraction' and max_input_tokens is None and not model_supplies_window:
+            name = parameter.split('[')[0]
+            uses = 'keep_head.' if name == 'keep_head' else 'trigger or keep values.'
             raise ValueError(
-                f"{parameter}=('fraction', {size.value!r}) needs max_input_tokens to resolve against; pass it, "
+                f"{parameter}=('fraction', {size.value!r}) needs max_input_tokens to resolve against: "
+                f'max_input_tokens is required when using fraction-based {uses} Pass it, '
                 "or use the capability, which reads the model's context window."
             )

@@ -1,4 +1,8 @@
-"""Incremental summarization: the next summary is made from the last one plus only what was evicted since."""
+"""Incremental summarization: the next summary is made from the last one plus only what was evicted since.
+
+Automatically, when a trigger fires, or on request: `process(messages, focus, force=True)`, or
+`plan_compression` then `execute_plan` to act between the decision and the summarizer call.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opentelemetry import trace
@@ -16,12 +20,15 @@ from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
 from ._text import format_messages
-from ._window import Compaction, Lineage, WindowedProcessor, Windowing, build_windowing
+from ._window import Compact, Compaction, Decision, Lineage, Outcome, Windowing
+from ._windowed import WindowedProcessor, build_windowing
+from .compression import CompressionPlan, SkipReason, SummarizationResult
 from .specs import ContextSize
 from .summary import SummarizationFailure, Summary, summary_request
 from .tokens import TokenCounter, count_tokens, count_tokens_approximately
 
 __all__ = (
+    'DEFAULT_CONTINUATION_PROMPT',
     'DEFAULT_SUMMARY_PROMPT',
     'SummarizationProcessor',
     'create_summarization_processor',
@@ -47,6 +54,17 @@ DEFAULT_SUMMARY_PROMPT = (
     '{messages}'
 )
 """The default prompt; `{messages}` receives the previous summary and the newly evicted messages."""
+
+DEFAULT_CONTINUATION_PROMPT = 'Summary of previous conversation:\n\n'
+"""The text `summarization-pydantic-ai` puts before its summary in the message that carries it, kept for
+code that imports it. Our summaries travel as a `CompactionPart`, which pydantic-ai itself introduces to the
+model as a summary of the earlier conversation, so no prefix is added to them."""
+
+FOCUS_BLOCK = (
+    '\n\n<focus>\nThe user asked this summary to put first everything about: {focus}\n'
+    'Keep those details in full.\n</focus>'
+)
+"""Appended to the summarizer prompt when a compaction is given a `focus`."""
 
 SummaryCallback = Callable[[Summary], Awaitable[None] | None]
 FailureCallback = Callable[[SummarizationFailure], Awaitable[None] | None]
@@ -79,6 +97,11 @@ class SummarizationProcessor(WindowedProcessor):
     the sliding window (the old summary plus the kept tail), nothing is used as a summary, the failure
     is logged and passed to `on_failure`, and the next trigger tries again.
 
+    A compaction can also be asked for: `process(messages, focus, force=True)` makes one more
+    incremental summary below any trigger, and `focus` (here or on `__call__`) names a topic the
+    summary should put first. `plan_compression` and `execute_plan` split the decision from the
+    summarizer call; `process` returns a `SummarizationResult` saying what happened.
+
     Args:
         model: The summarizer: any pydantic-ai model or model name.
         trigger: When to summarize: a `ContextSize` or a list of them (any fires). `None` never does.
@@ -99,6 +122,10 @@ class SummarizationProcessor(WindowedProcessor):
             would fire a token trigger always is.
         on_summary: Called with each `Summary` made, to persist it.
         on_failure: Called with each `SummarizationFailure`.
+        cut_before_responses: Let a cut open the kept tail with a model response, since the summary request
+            stands before it: a compaction can then fall inside one long chain of tool calls, which has no
+            request a cut could open with. Off by default: code that rebuilds windows from storage (the
+            session store) opens the tail with a request and rides the summary in it.
     """
 
     model: Model | str
@@ -116,9 +143,86 @@ class SummarizationProcessor(WindowedProcessor):
     max_summary_tokens: int | None = None
     on_summary: SummaryCallback | None = None
     on_failure: FailureCallback | None = None
+    cut_before_responses: bool = False
     usage: RunUsage = field(default_factory=RunUsage, init=False)
     """What every summarizer call so far has cost."""
     _windowing: Windowing = field(init=False, repr=False)
+
+    async def __call__(self, messages: list[ModelMessage], focus: str | None = None) -> list[ModelMessage]:
+        """The window to send for `messages`, as a pydantic-ai history processor; `focus` steers a summary made now."""
+        return (await self.process(messages, focus)).messages
+
+    async def process(
+        self,
+        messages: list[ModelMessage],
+        focus: str | None = None,
+        *,
+        force: bool = False,
+        context_window: int | None = None,
+    ) -> SummarizationResult:
+        """Compact `messages` if a trigger fires (or `force`), and say what happened.
+
+        A forced compaction is one more incremental summary: the previous one plus what the cut newly
+        evicts, pair-safe, counted in `usage` and passed to `on_summary` like an automatic one. `focus`
+        is a topic the summary should put first. `context_window` is the serving model's, for fractions
+        when `max_input_tokens` is unset.
+        """
+        context = self._windowing.context_window(context_window)
+        outcome = await self._windowing.process(messages, context, self._compactor(focus, force), force=force)
+        return _result(outcome)
+
+    async def plan_compression(
+        self, messages: list[ModelMessage], *, force: bool = False, context_window: int | None = None
+    ) -> CompressionPlan | None:
+        """Decide whether and where to compact `messages`, without calling the summarizer.
+
+        `None` when no trigger fires (and not `force`) or there is nothing to evict. Hand the plan to
+        `execute_plan`; a plan another compaction overtook in between evicts only what is left.
+        """
+        decision = await self._decide(messages, force=force, context_window=context_window)
+        if decision is None or decision.cut is None:
+            return None
+        lineage = decision.lineage
+        plan = CompressionPlan(
+            cutoff_index=decision.cut,
+            messages_to_summarize=lineage.messages[decision.start : decision.cut],
+            preserved_messages=lineage.messages[decision.cut :],
+            system_parts=[] if lineage.system_bridge is None else list(lineage.system_bridge.parts),  # type: ignore[arg-type]
+            previous_summary=lineage.summary,
+            forced=force,
+            tokens=decision.tokens,
+        )
+        plan._decision = decision
+        return plan
+
+    async def execute_plan(self, plan: CompressionPlan, focus: str | None = None) -> SummarizationResult:
+        """Carry out `plan` from `plan_compression`: one summarizer call at most, `focus` put first in the summary.
+
+        A plan built by hand (not by `plan_compression`) is re-planned as a forced compaction of its messages.
+        """
+        decision = plan._decision
+        if decision is None:
+            decision = await self._decide(
+                [*plan.messages_to_summarize, *plan.preserved_messages], force=True, context_window=None
+            )
+            if decision is None:
+                return SummarizationResult(messages=[], summarized=False, skip_reason='cutoff_zero')
+        outcome = await self._windowing.execute(decision, self._compactor(focus, decision.forced))
+        return _result(outcome)
+
+    async def _decide(
+        self, messages: list[ModelMessage], *, force: bool, context_window: int | None
+    ) -> Decision | None:
+        decision = await self._windowing.decide(messages, self._windowing.context_window(context_window), force=force)
+        if decision is None or decision.cut is None:
+            return decision
+        return replace(decision, cut=self._trimmed_cut(decision.lineage, decision.start, decision.cut))
+
+    def _compactor(self, focus: str | None, forced: bool) -> Compact:
+        async def compact(lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
+            return await self._compact(lineage, cut, context_window, focus=focus, forced=forced)
+
+        return compact
 
     def __post_init__(self) -> None:
         if '{messages}' not in self.summary_prompt:
@@ -131,20 +235,28 @@ class SummarizationProcessor(WindowedProcessor):
             raise ValueError(f'summarizer_timeout={self.summarizer_timeout!r}: it must be > 0 seconds, or None.')
         self._windowing = build_windowing(self)
 
-    async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
+    async def _compact(
+        self, lineage: Lineage, cut: int, context_window: int | None, *, focus: str | None = None, forced: bool = False
+    ) -> Compaction:
         # A span per summarizer call, so a slow turn shows where its time went; a no-op without an SDK.
         with _tracer.start_as_current_span('processors.summarize') as current:
-            compaction = await self._summarize(lineage, self._trimmed_cut(lineage, cut), context_window)
+            cut = self._trimmed_cut(lineage, lineage.cut, cut)
+            compaction = await self._summarize(lineage, cut, context_window, focus, forced)
             current.set_attribute('processors.summarize.outcome', 'summarized' if compaction.persist else 'failed')
             return compaction
 
-    async def _summarize(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
+    async def _summarize(
+        self, lineage: Lineage, cut: int, context_window: int | None, focus: str | None, forced: bool
+    ) -> Compaction:
         evicted = lineage.messages[lineage.cut : cut]
         previous = lineage.summary
         current = trace.get_current_span()
         current.set_attribute('processors.summarize.messages', len(evicted))
         current.set_attribute('processors.summarize.extends_summary', previous is not None)
+        current.set_attribute('processors.summarize.forced', forced)
         prompt = self.summary_prompt.replace('{messages}', summarizer_input(previous, evicted))
+        if focus:
+            prompt += FOCUS_BLOCK.format(focus=focus)
         try:
             # One plain model request: no agent loop, so no retries that would read the messages again.
             request = ModelRequest(parts=[SystemPromptPart(SUMMARIZER_INSTRUCTIONS), UserPromptPart(prompt)])
@@ -178,21 +290,24 @@ class SummarizationProcessor(WindowedProcessor):
                 tokens=tokens,
                 model_name=response.model_name,
                 usage=usage,
+                focus=focus,
+                forced=forced,
             ),
         )
         return Compaction(bridge=bridge, bridge_tokens=tokens, cut=cut)
 
-    def _trimmed_cut(self, lineage: Lineage, cut: int) -> int:
-        """The cut that keeps one summarizer call within `trim_tokens_to_summarize`."""
+    def _trimmed_cut(self, lineage: Lineage, start: int, cut: int) -> int:
+        """The cut that keeps one summarizer call, reading from `start`, within `trim_tokens_to_summarize`."""
         limit = self.trim_tokens_to_summarize
         cum = lineage.cum_tokens
-        if limit is None or cum[cut] - cum[lineage.cut] <= limit:
+        if limit is None or cum[cut] - cum[start] <= limit:
             return cut
-        best = lineage.cuts.first_at_or_after(lineage.cut + 1)
+        responses = self.cut_before_responses
+        best = lineage.cuts.first_at_or_after(start + 1, responses=responses)
         candidate = best
-        while candidate is not None and candidate <= cut and cum[candidate] - cum[lineage.cut] <= limit:
+        while candidate is not None and candidate <= cut and cum[candidate] - cum[start] <= limit:
             best = candidate
-            candidate = lineage.cuts.first_at_or_after(candidate + 1)
+            candidate = lineage.cuts.first_at_or_after(candidate + 1, responses=responses)
         return min(best, cut) if best is not None else cut
 
     async def _fail(self, reason: str, detail: str, pending: int, error: BaseException | None = None) -> Compaction:
@@ -201,6 +316,26 @@ class SummarizationProcessor(WindowedProcessor):
         logger.warning('Summarization failed (%s: %s); this request uses the sliding window.', reason, detail)
         await _notify(self.on_failure, failure)
         return Compaction(persist=False)
+
+
+def _result(outcome: Outcome) -> SummarizationResult:
+    """What an attempt did, in `summarization-pydantic-ai`'s terms."""
+    decision, compaction = outcome.decision, outcome.compaction
+    if compaction is None:
+        attempted = decision is not None and (decision.fired or decision.forced)
+        reason: SkipReason = 'cutoff_zero' if attempted else 'not_triggered'
+        return SummarizationResult(messages=outcome.window, summarized=False, skip_reason=reason, tokens=outcome.tokens)
+    if compaction.bridge is None or decision is None or outcome.cut is None:
+        return SummarizationResult(
+            messages=outcome.window, summarized=False, skip_reason='failed', tokens=outcome.tokens
+        )
+    return SummarizationResult(
+        messages=outcome.window,
+        summarized=True,
+        cutoff_index=outcome.cut,
+        summary=decision.lineage.summary,
+        tokens=outcome.tokens,
+    )
 
 
 def create_summarization_processor(

@@ -72,6 +72,10 @@ class Summary:
     usage: RunUsage
     """What the summarizer call cost."""
     created_at: datetime = field(default_factory=_now)
+    focus: str | None = None
+    """The topic the summary was asked to put first, if any."""
+    forced: bool = False
+    """Whether the compaction was asked for (`force=True`, `compact_conversation`) rather than fired by a trigger."""
 
 
 @dataclass(frozen=True)
