@@ -40,6 +40,8 @@ class LoadedWindow:
     tokens: list[int | None]
     """Each message's stored token count; `None` for the one that carries the bridge, which changed it."""
     usage: RunUsage
+    deferred_tool_requests: dict[str, Any] | None = None
+    """The tool calls the session's last run left waiting for approval or results, as stored."""
 
 
 class NewSummary(NamedTuple):
@@ -91,6 +93,7 @@ class StoredWindow:
     """Where the first summary on the path past `window_start` ends, if any: moving the start there reaches it."""
     entries: tuple[Entry, ...]
     usage: dict[str, Any]
+    deferred_tool_requests: dict[str, Any] | None
 
     def after(self, revision: str, record: RunRecord, summary_pks: list[int]) -> StoredWindow | None:
         """This window once `record` is stored under `revision`; `None` when only a read can tell which
@@ -123,6 +126,7 @@ class StoredWindow:
             next_summary_at=self.next_summary_at,
             entries=entries,
             usage=dump_usage(record.usage),
+            deferred_tool_requests=record.deferred_tool_requests,
         )
 
     def loaded(self, processor: WindowProcessor) -> LoadedWindow:
@@ -156,6 +160,7 @@ class StoredWindow:
             positions=[p for p, _, _ in window],
             tokens=[t for _, _, t in window],
             usage=load_usage(self.usage),
+            deferred_tool_requests=self.deferred_tool_requests,
         )
 
 

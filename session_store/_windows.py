@@ -39,6 +39,7 @@ class _Head(NamedTuple):
     window_start: int
     active_segment_pk: int | None
     usage: dict[str, Any] | None
+    deferred_tool_requests: dict[str, Any] | None
     forked: int | None
     """The active segment's parent: `None` while the path never left its root segment."""
 
@@ -54,6 +55,7 @@ _HEAD = (
         _sessions.c.window_start,
         _sessions.c.active_segment_pk,
         _sessions.c.usage,
+        _sessions.c.deferred_tool_requests,
         _segments.c.parent_pk,
     )
     .select_from(_sessions.outerjoin(_segments, _segments.c.pk == _sessions.c.active_segment_pk))
@@ -112,6 +114,7 @@ async def _read_window(db: AsyncConnection, session_id: str, row: _Head) -> Stor
         next_summary_at=next_summary_at,
         entries=tuple((position, decode(session_id, position, payload), tokens) for position, payload, tokens in rows),
         usage=row.usage or {},
+        deferred_tool_requests=row.deferred_tool_requests,
     )
 
 

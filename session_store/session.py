@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.result import StreamedRunResult
 from pydantic_ai.run import AgentRun, AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests, RunContext
+from pydantic_ai.usage import RunUsage
 
 from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability, count_tokens
 
@@ -233,9 +234,49 @@ class Session:
             extra['toolsets'] = [*kwargs.get('toolsets', ()), recall]
         return {**kwargs, **extra}
 
-    async def _store(self, run: _Run, result: AgentRunResult[Any]) -> None:
+    async def compact(self, focus: str | None = None) -> StoredSummary | None:
+        """Summarize the session now, whatever its triggers say: the next link of its summary chain.
+
+        The summary extends the stored one with the messages the cut newly evicts (a pair-safe cut that
+        keeps the processor's `keep`), puts `focus` first if given, and is stored, with the window moved
+        past what it covers, under the same revision rules as a run. `None` when there is nothing to
+        compact yet (a history shorter than what `keep` keeps).
+
+        Raises:
+            ValueError: The session's processor is a sliding window, which makes no summaries.
+            StoreError: The summarizer failed; nothing was stored, and the window is as it was.
+            SessionConflict: Another writer changed the session meanwhile (`wait=True` queues instead).
+        """
+        if not isinstance(self.processor, SummarizationProcessor):
+            raise ValueError(
+                f'Session {self.session_id!r} compresses with a {type(self.processor).__name__}, which makes no '
+                'summaries; open it with a SummarizationProcessor to compact it.'
+            )
+        async with self._hold():
+            run = await self._start()
+            assert isinstance(run.capability, SummarizationProcessor)
+            outcome = await run.capability.process(run.loaded.messages, focus, force=True)
+            if outcome.skip_reason == 'failed':
+                raise StoreError(
+                    f'Session {self.session_id!r}: the summarizer failed, so nothing was compacted or stored; '
+                    'the window is as it was. Try again later.'
+                )
+            if not outcome.summarized:
+                return None
+            loaded = run.loaded
+            await self._store(run, loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
+        return (await self.summaries())[-1]
+
+    async def _store(
+        self,
+        run: _Run,
+        all_messages: Sequence[ModelMessage],
+        new_messages: Sequence[ModelMessage],
+        usage: RunUsage,
+        deferred_tool_requests: dict[str, Any] | None,
+    ) -> None:
+        """Store what a run (or a compaction) added: its messages, summaries and the window's new bounds."""
         loaded = run.loaded
-        all_messages, new_messages = result.all_messages(), result.new_messages()
         known = len(loaded.messages)
         if len(all_messages) != known + len(new_messages):
             raise StoreError(
@@ -268,7 +309,7 @@ class Session:
             t if t is not None else await count_tokens(counter, [m]) for m, t in zip(new_messages, counted, strict=True)
         ]
         total = replace(loaded.usage)
-        total.incr(result.usage)
+        total.incr(usage)
         await store_run(
             self._database,
             self.session_id,
@@ -280,9 +321,7 @@ class Session:
                 window_start=window_start,
                 summaries=summaries,
                 usage=total,
-                deferred_tool_requests=_DEFERRED.dump_python(result.output, mode='json')
-                if isinstance(result.output, DeferredToolRequests)
-                else None,
+                deferred_tool_requests=deferred_tool_requests,
             ),
         )
 
@@ -297,7 +336,9 @@ class _StoredWhenDone(AbstractCapability[Any]):
     run: _Run
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
-        await self.session._store(self.run, result)
+        output = result.output
+        deferred = _DEFERRED.dump_python(output, mode='json') if isinstance(output, DeferredToolRequests) else None
+        await self.session._store(self.run, result.all_messages(), result.new_messages(), result.usage, deferred)
         return result
 
     @classmethod

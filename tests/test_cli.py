@@ -444,7 +444,7 @@ def test_every_command_has_help() -> None:
     assert top.exit_code == 0 and 'SESSION_STORE_URL' in top.output
     visible = [name for name, command in main.commands.items() if not command.hidden]
     assert set(visible) == {
-        'branches', 'chat', 'context', 'delete', 'demo', 'export', 'fork', 'history', 'import',
+        'branches', 'chat', 'compact', 'context', 'delete', 'demo', 'export', 'fork', 'history', 'import',
         'migrate', 'prune', 'rewind', 'search', 'sessions', 'summaries', 'switch',
     }  # fmt: skip
     for name in visible:

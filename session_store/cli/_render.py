@@ -33,11 +33,13 @@ from rich.text import Text
 from processors import part_text
 
 from .._codec import dump_messages, dump_usage
+from ..results import StoredSummary
 from ._runtime import Settings, out
 
 __all__ = (
     'CLIP',
     'clip',
+    'compaction_line',
     'echo_json',
     'messages_json',
     'print_suggestion',
@@ -182,3 +184,14 @@ def print_suggestion(settings: Settings, text: str) -> None:
     out.print(Text(text, style='dim'))
     if settings.env_note:
         out.print(Text(settings.env_note, style='dim'))
+
+
+def compaction_line(session_id: str, summary: StoredSummary | None) -> str:
+    """What a compaction did, in one line."""
+    if summary is None:
+        return f'Nothing to compact in {session_id!r} yet: its history is no longer than the tail it keeps.'
+    return (
+        f'Compacted {session_id!r}: summary {summary.index + 1} folds in messages '
+        f'{summary.covers_from}-{summary.covers_to - 1} ({summary.tokens} tokens); the window now starts at '
+        f'{summary.covers_to}.'
+    )

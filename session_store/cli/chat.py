@@ -13,16 +13,17 @@ from pydantic_ai.models.test import TestModel
 
 from processors import SummarizationProcessor, TiktokenCounter
 
+from ..errors import StoreError
 from ..session import Session
 from ..store import SessionStore
 from ._app import db_option, main, pass_settings, scope_option
-from ._render import render_messages, role
+from ._render import compaction_line, render_messages, role
 from ._runtime import Settings, err, open_store, out, run
 from .branching import branch_tree, rewind_session, switch_session
 
 __all__ = ('chat', 'resolve_model')
 
-COMMANDS = '/rewind N, /regenerate, /branches, /switch TIP, /quit'
+COMMANDS = '/rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit'
 """The slash commands `chat` takes between lines."""
 
 
@@ -142,6 +143,8 @@ async def _command(store: SessionStore, session: Session, agent: Agent[None, str
             out.print(await switch_session(session, argument))
         elif name == '/branches' and not argument:
             out.print(branch_tree(session.session_id, await session.branches()), soft_wrap=False)
+        elif name == '/compact':
+            out.print(compaction_line(session.session_id, await session.compact(argument or None)), markup=False)
         elif name == '/regenerate' and not argument:
             result = await session.regenerate(agent)
             archived = (await store.window(session.session_id, scope=session.scope)).message_count
@@ -150,7 +153,7 @@ async def _command(store: SessionStore, session: Session, agent: Agent[None, str
         else:
             err.print(f'Not a command: {line!r}. Commands: {COMMANDS}.', markup=False)
             return archived
-    except ValueError as error:
+    except (ValueError, StoreError) as error:
         err.print(f'Error: {error}', markup=False)
         return archived
     return (await store.window(session.session_id, scope=session.scope)).message_count

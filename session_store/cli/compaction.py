@@ -1,0 +1,46 @@
+"""`compact`: summarize a session now, as its next summary, whatever its triggers say."""
+
+from __future__ import annotations
+
+import click
+
+from processors import SummarizationProcessor, TiktokenCounter
+
+from ..results import StoredSummary
+from ._app import db_option, main, pass_settings, scope_option
+from ._render import compaction_line
+from ._runtime import Settings, open_store, out, run
+from .chat import resolve_model
+
+__all__ = ('compact',)
+
+
+@main.command()
+@click.argument('session_id', metavar='ID')
+@click.option('--summarizer', metavar='MODEL', required=True, help="The model that summarizes; 'test' runs offline.")
+@click.option('--focus', metavar='TEXT', help='A topic the summary should put first.')
+@click.option('--keep', type=click.IntRange(min=1), default=20, show_default=True, help='Messages kept verbatim.')
+@scope_option
+@db_option
+@pass_settings
+def compact(
+    settings: Settings, session_id: str, summarizer: str, focus: str | None, keep: int, scope: str | None
+) -> None:
+    """Summarize a session now: the next link of its summary chain, the window moved past it.
+
+    The summary extends the stored one with only what it newly folds in; the archive keeps every message.
+    """
+    out.print(
+        compaction_line(session_id, run(settings, _compact(settings, session_id, summarizer, focus, keep, scope)))
+    )
+
+
+async def _compact(
+    settings: Settings, session_id: str, summarizer: str, focus: str | None, keep: int, scope: str | None
+) -> StoredSummary | None:
+    processor = SummarizationProcessor(
+        resolve_model(summarizer), trigger=None, keep=('messages', keep), token_counter=TiktokenCounter()
+    )
+    async with open_store(settings, 'write', processor=processor) as store:
+        await store.history(session_id, scope=scope, limit=0)  # refuse an unknown id rather than create it
+        return await (await store.session(session_id, scope=scope)).compact(focus)
