@@ -90,6 +90,7 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
         branches=[located[tip] for tip in row.branches if tip in located],
         forked_from=row.forked_from,
         forked_at=row.forked_at,
+        deferred_tool_requests=row.deferred_tool_requests,
     )
 
 
@@ -119,6 +120,7 @@ async def write_import(database: Database, document: SessionExport, session_id: 
             for segment, position in document.branches
         ]
         row.forked_from, row.forked_at = document.forked_from, document.forked_at
+        row.deferred_tool_requests = document.deferred_tool_requests
         db.add(row)
         try:
             await db.flush()

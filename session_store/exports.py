@@ -127,6 +127,8 @@ class SessionExport:
     """pydantic-ai's `ConversationRecord.forked_from`: the conversation this one was forked from."""
     forked_at: str | None = None
     """pydantic-ai's `ConversationRecord.forked_at`: the entry of `forked_from` where it was forked."""
+    deferred_tool_requests: dict[str, Any] | None = None
+    """The tool calls the session's last run left waiting for approval or results (pydantic-ai's JSON)."""
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -192,6 +194,7 @@ class SessionExport:
             'branches': [list(tip) for tip in self.branches],
             'forked_from': self.forked_from,
             'forked_at': self.forked_at,
+            'deferred_tool_requests': self.deferred_tool_requests,
         }
         yield emit(json.dumps(header, ensure_ascii=False))
         for key, segment in enumerate(self.segments):
@@ -437,6 +440,8 @@ class _Reader:
                 'branches': [(int(segment), int(position)) for segment, position in record['branches']],
                 'forked_from': record['forked_from'],
                 'forked_at': record['forked_at'],
+                # Files written before it was carried have none: they were refused when paused, or had none.
+                'deferred_tool_requests': record.get('deferred_tool_requests'),
             }
         else:  # one path: its records are one segment's, with no record of their own
             self.segments.append(ExportedSegment(None, 0, [], []))

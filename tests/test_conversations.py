@@ -29,7 +29,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import count_tokens_approximately
-from session_store import SessionConflict, SessionNotFound, SessionStore, SQLConversationStore
+from session_store import SessionConflict, SessionExport, SessionNotFound, SessionStore, SQLConversationStore
 from session_store.rows import MessageRow
 
 StoreFactory = Callable[..., SessionStore]
@@ -358,3 +358,28 @@ async def test_ids_are_checked(store_factory: StoreFactory) -> None:
     with pytest.raises(ValueError, match='scope must be 1 to 255 printable characters'):
         await conversations.save(Conversation(conversation_id='ok'), scope='')
     assert await conversations.list_conversations() == []
+
+
+async def test_a_paused_conversation_exports_with_its_pending_calls(store_factory: StoreFactory) -> None:
+    """An export is whole: the calls a paused run left waiting travel with it, and resume after import."""
+    store = store_factory()
+    agent = Agent(FunctionModel(assistant), output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain(requires_approval=True)
+    def lookup(q: str) -> str:
+        return f'approved lookup of {q}'
+
+    paused = await agent.run('refund', conversation=Conversation(conversation_id='paused'))
+    await store.conversations.save(paused)
+    document = SessionExport.from_json_lines((await store.export('paused')).to_json_lines())
+    await store.import_(document, session_id='copy')
+
+    copy = await store.conversations.load('copy')
+    assert copy is not None and isinstance(paused.output, DeferredToolRequests)
+    pending = copy.deferred_tool_requests
+    assert pending is not None and pending == paused.output
+    [call] = pending.approvals
+    approved = await agent.run(
+        conversation=copy, deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True})
+    )
+    assert approved.output == 'approved lookup of refund (seen 3)'
