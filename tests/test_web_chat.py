@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse
+from pydantic_ai.models.test import TestModel
 from starlette.testclient import TestClient
 
 from session_store import SessionStore
-from session_store.web._chat import echo_model
+from session_store.web._chat import RUN_REQUEST_LIMIT, echo_model
 from tests._web import SAME_ORIGIN, populate, sse_chunks, ui_message, web_client
 
 StoreFactory = Callable[..., SessionStore]
@@ -119,3 +120,21 @@ def test_any_model_or_agent_can_chat(filled: str) -> None:
     request = stored[0]['message']
     assert request['instructions'] == 'Be brief.'
     assert [p['content'] for p in request['parts'] if p['part_kind'] == 'user-prompt'] == ['hi']
+
+
+async def test_a_session_that_made_many_requests_before_can_still_chat(
+    db_url: str, store_factory: StoreFactory
+) -> None:
+    """The run adds to the stored usage; pydantic-ai's request limit must count only this run's requests."""
+    store = store_factory()
+    session = await store.session('busy')
+    agent = Agent(TestModel())
+    for turn in range(RUN_REQUEST_LIMIT + 1):
+        await session.run(agent, f'turn {turn}')
+    with web_client(db_url, chat_model='test') as client:
+        chunks = send(
+            client, {'trigger': 'submit-message', 'id': 'busy', 'messages': [ui_message('b1', 'still there?')]}
+        )
+    assert answer(chunks).endswith('You said: still there?')
+    (info,) = await store_factory().sessions()
+    assert info.usage.requests == RUN_REQUEST_LIMIT + 2

@@ -19,6 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserProm
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+from pydantic_ai.usage import UsageLimits
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -29,6 +30,8 @@ __all__ = ('TEST_MODEL', 'chat_agent', 'chat_response', 'echo_model', 'resolve_m
 
 
 TEST_MODEL = 'test'
+RUN_REQUEST_LIMIT = 50
+"""The most model requests one chat run may make (pydantic-ai's default limit), whatever the session made before."""
 """The chat model name that needs no provider: `echo_model()`."""
 
 
@@ -84,10 +87,15 @@ async def chat_response(request: Request, store: SessionStore, agent: Agent[None
         session_id = check_id(body['id'])
     except (ValueError, KeyError, TypeError):
         return JSONResponse({'error': 'A chat request is a JSON object whose `id` is the session id.'}, status_code=400)
-    conversation_scope = scope
-    if scope is None:
-        record = await store.conversations.read_record(session_id)
-        conversation_scope = None if record is None else record.scope
+    record = await store.conversations.read_record(session_id)
+    conversation_scope = scope if scope is not None or record is None else record.scope
+    # The run adds to the session's stored usage, and usage limits count that too: allow this run the
+    # default number of requests, however many the session made before.
+    before = record.usage.requests if record is not None and record.scope == conversation_scope else 0
     return await VercelAIAdapter.dispatch_request(
-        request, agent=agent, conversation_store=store.conversations, conversation_scope=conversation_scope
+        request,
+        agent=agent,
+        conversation_store=store.conversations,
+        conversation_scope=conversation_scope,
+        usage_limits=UsageLimits(request_limit=before + RUN_REQUEST_LIMIT),
     )
