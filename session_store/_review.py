@@ -15,14 +15,19 @@ from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 __all__ = ('list_sessions', 'read_history', 'read_summaries', 'stored_summary')
 
 
-async def list_sessions(database: Database, *, scope: str | None, limit: int | None) -> list[SessionInfo]:
-    """The stored sessions, most recently updated first; under `scope`, only those saved with it."""
+async def list_sessions(
+    database: Database, *, scope: str | None, limit: int | None, offset: int = 0
+) -> list[SessionInfo]:
+    """The stored sessions, most recently updated first, skipping the first `offset`; under `scope`, only its own."""
+    if offset < 0 or (limit is not None and limit < 0):
+        raise ValueError(f'offset and limit must be >= 0; got offset={offset}, limit={limit}.')
     summaries = select(func.count(SummaryRow.pk)).where(SummaryRow.session_pk == SessionRow.pk).scalar_subquery()
-    query = select(SessionRow, summaries).order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc())
+    branches = select(func.count(SegmentRow.pk)).where(SegmentRow.session_pk == SessionRow.pk).scalar_subquery()
+    query = select(SessionRow, summaries, branches).order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc())
     if scope is not None:
         query = query.where(SessionRow.scope == scope)
-    if limit is not None:
-        query = query.limit(limit)
+    if limit is not None or offset:
+        query = query.limit(limit).offset(offset)
     async with database.read() as db:
         rows = (await db.execute(query)).all()
     return [
@@ -35,8 +40,9 @@ async def list_sessions(database: Database, *, scope: str | None, limit: int | N
             created_at=utc(row.created_at),
             updated_at=utc(row.updated_at),
             metadata=row.metadata_,
+            branch_count=branch_count,
         )
-        for row, count in rows
+        for row, count, branch_count in rows
     ]
 
 

@@ -24,6 +24,8 @@ class SessionInfo:
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+    branch_count: int = 1
+    """How many branches its tree has (`Session.branches()` lists them); 1 until one is rewound or regenerated."""
 
 
 @dataclass(frozen=True)

@@ -144,9 +144,14 @@ class SessionStore:
             recall=Recall() if recall is True else recall or None,
         )
 
-    async def sessions(self, *, scope: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        """The stored sessions, most recently updated first; under `scope`, only those saved with it."""
-        return await list_sessions(self._database, scope=scope, limit=limit)
+    async def sessions(
+        self, *, scope: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[SessionInfo]:
+        """The stored sessions, most recently updated first; under `scope`, only those saved with it.
+
+        `offset` skips that many of them and `limit` keeps at most that many, for reading the list page by page.
+        """
+        return await list_sessions(self._database, scope=scope, limit=limit, offset=offset)
 
     async def history(
         self,

@@ -445,7 +445,7 @@ def test_every_command_has_help() -> None:
     visible = [name for name, command in main.commands.items() if not command.hidden]
     assert set(visible) == {
         'branches', 'chat', 'compact', 'context', 'delete', 'demo', 'export', 'fork', 'history', 'import',
-        'migrate', 'prune', 'rewind', 'search', 'sessions', 'summaries', 'switch',
+        'migrate', 'prune', 'rewind', 'search', 'serve', 'sessions', 'summaries', 'switch',
     }  # fmt: skip
     for name in visible:
         assert name in top.output

@@ -128,6 +128,11 @@ def test_the_wheel_holds_two_typed_import_roots_and_the_migrations(wheel: Path) 
         p.name[:4] for p in (REPO / 'migrations/versions').glob('0*.py')
     )
     assert 'session_store/migrations/env.py' in names
+    # The web app's templates and static files ship inside session_store.web: it works with no network.
+    web = REPO / 'session_store' / 'web'
+    shipped = {str(path.relative_to(REPO)) for path in web.rglob('*') if path.parent.name in ('templates', 'static')}
+    assert shipped and {'session_store/web/static/app.js', 'session_store/web/templates/session.html'} <= shipped
+    assert shipped <= set(names), shipped - set(names)
 
 
 @pytest.mark.slow
@@ -160,6 +165,17 @@ def test_a_fresh_venv_with_the_wheel_runs_the_demo_and_names_the_postgresql_extr
     )
     assert probe.returncode == 1
     assert 'pip install "pydantic-ai-session-store[postgresql]"' in probe.stderr
+    # So is the web app's: `serve` says which extra to install, in one line.
+    serve = subprocess.run(
+        [home / 'bin' / 'session-store', 'serve'],
+        cwd=empty,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert serve.returncode == 1 and serve.stderr.count('\n') == 1, serve.stderr
+    assert 'pip install "pydantic-ai-session-store[web]"' in serve.stderr
 
 
 def test_the_schema_revision_an_open_expects_is_the_migrations_head() -> None:

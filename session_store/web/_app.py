@@ -1,0 +1,303 @@
+"""`create_app`: the Starlette app that serves a store's sessions as pages and as JSON, and chats through them.
+
+Pages: `/` (sessions), `/sessions/{id}` (a session's conversation), `/context/{id}` (the next request's
+window), `/search?q=` and `/export/{id}` (a download); the same data as JSON under `/api/...`; with a
+chat model, `POST /api/chat`. Ids are percent-encoded in paths, so any session id works, `/` included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import parse_qs, quote
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from pydantic_ai import Agent
+from pydantic_ai.models import Model
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .._ids import check_id
+from ..errors import SessionNotFound
+from ..store import SessionStore
+from ._chat import chat_agent, chat_response
+from ._queries import context_page, search_page, session_page, session_scope, sessions_page
+from ._security import COOKIE, Guard, cookie_value, safe_next, token_matches
+
+__all__ = ('MESSAGES_PER_PAGE', 'SESSIONS_PER_PAGE', 'create_app')
+
+MESSAGES_PER_PAGE = 100
+"""Messages a session page shows at once: a 100,000-message session opens as fast as a short one."""
+SESSIONS_PER_PAGE = 50
+MAX_PAGE = 500
+"""The most `limit=` may ask for, on any page or API call."""
+SEARCH_HITS = 50
+
+
+def _sid(session_id: str) -> str:
+    """A session id as one path segment: every character that could end or change a path is percent-encoded."""
+    return quote(session_id, safe='')
+
+
+def _time(value: datetime | str | None) -> str:
+    if value is None:
+        return ''
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return (
+        moment.strftime('%Y-%m-%d %H:%M UTC') if moment.utcoffset() is not None else moment.strftime('%Y-%m-%d %H:%M')
+    )
+
+
+def _templates() -> Environment:
+    environment = Environment(
+        loader=PackageLoader('session_store.web', 'templates'),
+        autoescape=True,  # every value is escaped: message content is untrusted text
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters['sid'] = _sid
+    environment.filters['num'] = lambda value: f'{value:,}'
+    environment.filters['time'] = _time
+    return environment
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _number(request: Request, name: str, default: int | None, low: int = 0, high: int | None = None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == '':
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _BadRequest(f'{name} must be a whole number; got {raw!r}.') from None
+    if value < low or (high is not None and value > high):
+        raise _BadRequest(f'{name} must be between {low} and {high if high is not None else "any"}; got {value}.')
+    return value
+
+
+class _Web:
+    """The app's settings and its request handlers."""
+
+    def __init__(self, store: SessionStore, scope: str | None, token: str | None, agent: Agent[None, str] | None):
+        self.store = store
+        self.scope = scope
+        self.token = token
+        self.agent = agent
+        self.templates = _templates()
+
+    # --- rendering
+
+    def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.templates.get_template(template).render(
+            root=request.scope.get('root_path', ''),
+            app_scope=self.scope,
+            chat=self.agent is not None,
+            logged_in=self.token is not None,
+            query=context.pop('query', ''),
+            **context,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def login_html(self, back: str, error: str | None, root: str = '') -> str:
+        return self.templates.get_template('login.html').render(
+            root=root, app_scope=self.scope, chat=False, logged_in=False, query='', next=safe_next(back), error=error
+        )
+
+    def not_found(self, request: Request, message: str) -> Response:
+        if request.url.path.startswith(f'{request.scope.get("root_path", "")}/api/'):
+            return JSONResponse({'error': message}, status_code=404)
+        return self.page(request, 'error.html', 404, title='Not found', message=message)
+
+    def bad_request(self, request: Request, message: str) -> Response:
+        if request.url.path.startswith(f'{request.scope.get("root_path", "")}/api/'):
+            return JSONResponse({'error': message}, status_code=400)
+        return self.page(request, 'error.html', 400, title='Bad request', message=message)
+
+    # --- pages
+
+    async def index(self, request: Request) -> Response:
+        jump = request.query_params.get('session', '').strip()
+        if jump:
+            return RedirectResponse(f'{request.scope.get("root_path", "")}/sessions/{_sid(jump)}', status_code=303)
+        listing = await self._sessions(request)
+        return self.page(request, 'sessions.html', listing=listing, asked_scope=request.query_params.get('scope', ''))
+
+    async def session(self, request: Request) -> Response:
+        shown = await self._session(request)
+        return self.page(request, 'session.html', title=shown.session_id, page=shown)
+
+    async def context(self, request: Request) -> Response:
+        window = await context_page(self.store, request.path_params['session_id'], scope=self.scope)
+        return self.page(request, 'context.html', title=f'{window.session_id}: context', page=window)
+
+    async def search(self, request: Request) -> Response:
+        found = await self._search(request)
+        return self.page(request, 'search.html', title='Search', query=found.query, found=found)
+
+    async def export(self, request: Request) -> Response:
+        session_id = request.path_params['session_id']
+        scope = await session_scope(self.store, session_id, self.scope)
+        document = await self.store.export(session_id, scope=scope)
+        body = ''.join(f'{line}\n' for line in document.to_json_lines())
+        ascii_name = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in session_id)[:100] or 'session'
+        disposition = f'attachment; filename="{ascii_name}.jsonl"; filename*=UTF-8\'\'{_sid(session_id)}.jsonl'
+        return Response(body, media_type='application/x-ndjson', headers={'content-disposition': disposition})
+
+    # --- JSON
+
+    async def api_sessions(self, request: Request) -> Response:
+        return JSONResponse((await self._sessions(request)).json())
+
+    async def api_session(self, request: Request) -> Response:
+        return JSONResponse((await self._session(request)).json())
+
+    async def api_context(self, request: Request) -> Response:
+        window = await context_page(self.store, request.path_params['session_id'], scope=self.scope)
+        return JSONResponse(window.json())
+
+    async def api_search(self, request: Request) -> Response:
+        return JSONResponse((await self._search(request)).json())
+
+    async def api_chat(self, request: Request) -> Response:
+        assert self.agent is not None
+        return await chat_response(request, self.store, self.agent, self.scope)
+
+    # --- login
+
+    async def login(self, request: Request) -> Response:
+        root = request.scope.get('root_path', '')
+        if self.token is None:
+            return RedirectResponse(f'{root}/', status_code=303)
+        if request.method == 'GET':
+            return HTMLResponse(self.login_html(request.query_params.get('next', '/'), None, root))
+        form = parse_qs((await request.body()).decode('utf-8', 'replace'))
+        given, back = form.get('token', [''])[0], form.get('next', ['/'])[0]
+        if not token_matches(given, self.token):
+            return HTMLResponse(self.login_html(back, 'That is not the token.', root), status_code=401)
+        response = RedirectResponse(f'{root}{safe_next(back)}', status_code=303)
+        response.set_cookie(
+            COOKIE,
+            cookie_value(self.token),
+            path=f'{root}/',
+            httponly=True,
+            samesite='strict',
+            secure=request.url.scheme == 'https',
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        root = request.scope.get('root_path', '')
+        response = RedirectResponse(f'{root}/login', status_code=303)
+        response.delete_cookie(COOKIE, path=f'{root}/')
+        return response
+
+    # --- shared reads
+
+    async def _sessions(self, request: Request) -> Any:
+        asked = request.query_params.get('scope') or None
+        if asked is not None:
+            try:
+                check_id(asked, 'scope')
+            except ValueError as error:
+                raise _BadRequest(str(error)) from None
+        return await sessions_page(
+            self.store,
+            scope=self.scope,
+            asked_scope=asked,
+            offset=_number(request, 'offset', 0) or 0,
+            limit=_number(request, 'limit', SESSIONS_PER_PAGE, 1, MAX_PAGE) or SESSIONS_PER_PAGE,
+        )
+
+    async def _session(self, request: Request) -> Any:
+        return await session_page(
+            self.store,
+            request.path_params['session_id'],
+            scope=self.scope,
+            offset=_number(request, 'offset', None),
+            limit=_number(request, 'limit', MESSAGES_PER_PAGE, 1, MAX_PAGE) or MESSAGES_PER_PAGE,
+            branch=request.query_params.get('branch') or None,
+            at=_number(request, 'at', None),
+        )
+
+    async def _search(self, request: Request) -> Any:
+        match: Literal['phrase', 'words'] = 'words' if request.query_params.get('match') == 'words' else 'phrase'
+        return await search_page(
+            self.store,
+            request.query_params.get('q', ''),
+            scope=self.scope,
+            match=match,
+            limit=_number(request, 'limit', SEARCH_HITS, 1, MAX_PAGE) or SEARCH_HITS,
+        )
+
+
+def create_app(
+    store: SessionStore,
+    *,
+    scope: str | None = None,
+    token: str | None = None,
+    chat_model: Model | Agent[None, str] | str | None = None,
+    trusted_hosts: Collection[str] = (),
+) -> Starlette:
+    """The ASGI app that serves `store`'s sessions in a browser, for `session-store serve` or your own server.
+
+    Args:
+        store: The store to serve; the app neither opens nor closes it. Without `chat_model` nothing is
+            written, so a read-only store (`SessionStore(url, read_only=True)`) serves every page.
+        scope: Confine every page, API call and chat to the sessions saved under this scope.
+        token: Require it on every request: an `Authorization: Bearer <token>` header, or the cookie the
+            `/login` form sets. Without a token the app answers only requests addressed to loopback
+            (`Host: 127.0.0.1`, `localhost`, `[::1]`) or to `trusted_hosts`.
+        chat_model: Enable chat (`POST /api/chat` and a message box on each session page): a pydantic-ai
+            model, a model name (`'test'` is the offline `TestModel`), or an agent to run.
+        trusted_hosts: More `Host` names to answer without a token, when you serve it behind a proxy.
+    """
+    if scope is not None:
+        check_id(scope, 'scope')
+    if token is not None and not token.strip():
+        raise ValueError('The token must not be empty.')
+    web = _Web(store, scope, token, None if chat_model is None else chat_agent(chat_model))
+
+    async def session_not_found(request: Request, error: Exception) -> Response:
+        assert isinstance(error, SessionNotFound)
+        return web.not_found(request, f'No session {error.session_id!r}.')
+
+    async def bad_request(request: Request, error: Exception) -> Response:
+        return web.bad_request(request, str(error))
+
+    async def http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        if error.status_code == 404:
+            return web.not_found(request, 'There is no such page.')
+        return Response(error.detail, status_code=error.status_code, headers=error.headers)
+
+    routes = [
+        Route('/', web.index),
+        Route('/sessions/{session_id:path}', web.session),
+        Route('/context/{session_id:path}', web.context),
+        Route('/export/{session_id:path}', web.export),
+        Route('/search', web.search),
+        Route('/login', web.login, methods=['GET', 'POST']),
+        Route('/logout', web.logout, methods=['POST']),
+        Route('/api/sessions', web.api_sessions),
+        Route('/api/sessions/{session_id:path}', web.api_session),
+        Route('/api/context/{session_id:path}', web.api_context),
+        Route('/api/search', web.api_search),
+        Mount('/static', StaticFiles(packages=[('session_store.web', 'static')]), name='static'),
+    ]
+    if web.agent is not None:
+        routes.append(Route('/api/chat', web.api_chat, methods=['POST']))
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, token=token, trusted_hosts=trusted_hosts, login_page=web.login_html)],
+        exception_handlers={SessionNotFound: session_not_found, _BadRequest: bad_request, HTTPException: http_error},
+    )

@@ -1,0 +1,101 @@
+"""Chat through stored sessions: `POST /api/chat`, pydantic-ai's `VercelAIAdapter` over `store.conversations`.
+
+The endpoint takes what a Vercel AI SDK front end sends (`useChat`'s default `/api/chat`, body
+`{trigger, id, messages, ...}` with the session id as `id`), so it is also a back end for any such front
+end; the session page's own script sends the same. The adapter loads the stored conversation, runs the
+agent on the client's new turn, streams the answer as server-sent events and saves the run before it
+ends. A `regenerate-message` trigger, or a resubmitted user message id (an edit), replaces that turn and
+keeps the replaced one as a branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+from pydantic_ai.usage import UsageLimits
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .._ids import check_id
+from ..store import SessionStore
+
+__all__ = ('TEST_MODEL', 'chat_agent', 'chat_response', 'echo_model', 'resolve_model')
+
+
+TEST_MODEL = 'test'
+RUN_REQUEST_LIMIT = 50
+"""The most model requests one chat run may make (pydantic-ai's default limit), whatever the session made before."""
+"""The chat model name that needs no provider: `echo_model()`."""
+
+
+def _reply(messages: list[ModelMessage]) -> str:
+    prompt = next((part.content for part in reversed(messages[-1].parts) if isinstance(part, UserPromptPart)), None)
+    said = prompt if isinstance(prompt, str) else 'nothing I can read'
+    return f'(test model, offline) You said: {said}'
+
+
+def echo_model(delay: float = 0.02) -> FunctionModel:
+    """An offline model that answers every prompt by quoting it, streamed a word at a time (`delay` seconds apart)."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(_reply(messages))])
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        words = _reply(messages).split(' ')
+        for index, word in enumerate(words):
+            yield word if index == len(words) - 1 else f'{word} '
+            await asyncio.sleep(delay)
+
+    return FunctionModel(respond, stream_function=stream, model_name=TEST_MODEL)
+
+
+def resolve_model(model: Model | str) -> Model:
+    """A pydantic-ai model, or one by name: `test` is `echo_model()`, offline, streamed word by word.
+
+    Resolving builds the provider, so a missing provider package or API key fails here, before serving.
+    """
+    if isinstance(model, Model):
+        return model
+    if model == TEST_MODEL:
+        return echo_model()
+    return infer_model(model)
+
+
+def chat_agent(model: Model | str | Agent[None, str]) -> Agent[None, str]:
+    """The agent chats run: the one given, or a plain agent on the model given."""
+    if isinstance(model, Agent):
+        return model
+    return Agent(resolve_model(model))
+
+
+async def chat_response(request: Request, store: SessionStore, agent: Agent[None, str], scope: str | None) -> Response:
+    """Run one chat request through the adapter, confined to `scope`.
+
+    With an app scope, the conversation is loaded and saved under it, so an id saved under another
+    scope is not found (404) and a new id is created in it. Without one, an existing session keeps the
+    scope it was saved with, and a new one has none.
+    """
+    try:
+        body = json.loads(await request.body())
+        session_id = check_id(body['id'])
+    except (ValueError, KeyError, TypeError):
+        return JSONResponse({'error': 'A chat request is a JSON object whose `id` is the session id.'}, status_code=400)
+    record = await store.conversations.read_record(session_id)
+    conversation_scope = scope if scope is not None or record is None else record.scope
+    # The run adds to the session's stored usage, and usage limits count that too: allow this run the
+    # default number of requests, however many the session made before.
+    before = record.usage.requests if record is not None and record.scope == conversation_scope else 0
+    return await VercelAIAdapter.dispatch_request(
+        request,
+        agent=agent,
+        conversation_store=store.conversations,
+        conversation_scope=conversation_scope,
+        usage_limits=UsageLimits(request_limit=before + RUN_REQUEST_LIMIT),
+    )

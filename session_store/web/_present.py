@@ -1,0 +1,254 @@
+"""Stored messages as what a page shows: one view per message part, with its whole text and a one-line preview.
+
+Pure functions over pydantic-ai messages, no I/O and no HTML: the templates escape every string they
+are given, so nothing here ever needs to.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.messages import (
+    BaseToolCallPart,
+    BaseToolReturnPart,
+    CompactionPart,
+    FilePart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    RetryFeedbackPart,
+    RetryPromptPart,
+    SpeechPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    UserPromptPart,
+)
+from pydantic_ai.ui._utils import get_ui_message_id
+
+from processors import part_text
+
+__all__ = ('PREVIEW', 'MessageView', 'PartView', 'message_role', 'message_view', 'message_views', 'preview', 'snippet')
+
+PREVIEW = 160
+"""How many characters of a part its one-line preview shows."""
+LONG = 240
+"""Parts longer than this (or over 4 lines) start collapsed."""
+
+
+@dataclass(frozen=True)
+class PartView:
+    """One message part as a page shows it."""
+
+    kind: str
+    """`system`, `instructions`, `user`, `assistant`, `thinking`, `tool-call`, `tool-return`, `retry`, `summary`,
+    `file` or `other`: the CSS class and the template branch."""
+    label: str
+    """Who or what: `user`, `assistant`, a tool's name, `retry lookup_order`, ..."""
+    text: str
+    """The whole content as text (tool arguments and results as indented JSON)."""
+    preview: str
+    """One line, clipped at `PREVIEW` characters."""
+    long: bool
+    """Shown collapsed until expanded."""
+    call_id: str | None = None
+    """A tool call's or return's id, linking the two."""
+
+
+@dataclass(frozen=True)
+class MessageView:
+    """One archived message: its position, who it is from, and its parts."""
+
+    position: int
+    role: str
+    """`user`, `assistant`, `tool` (tool returns) or `request` (anything else sent to the model)."""
+    parts: list[PartView]
+    timestamp: str | None
+    """ISO time, for the page's local-time display."""
+    model_name: str | None
+    """The model that wrote a response."""
+    ui_message_id: str | None
+    """The id a chat front end gave a user message; what Edit and Regenerate resubmit."""
+    prompt: str | None
+    """A user message's prompt text, for Edit to start from."""
+
+
+def preview(text: str, limit: int = PREVIEW) -> str:
+    """`text` on one line, cut at `limit` characters with an ellipsis."""
+    flat = ' '.join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + '…'
+
+
+def _is_long(text: str) -> bool:
+    return len(text) > LONG or text.count('\n') > 4
+
+
+def _json(value: Any) -> str:
+    """Tool arguments and results as readable text: strings as they are, anything else as indented JSON."""
+    if isinstance(value, str):
+        if not value.strip().startswith(('{', '[')):
+            return value
+        try:
+            value = json.loads(text := value)
+        except ValueError:
+            return text
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _compact(value: Any) -> str:
+    """A value on one line: strings as they are, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _call_preview(part: BaseToolCallPart) -> str:
+    """A call as it reads in code: `lookup_order(order_id='ORDER-1042')`."""
+    args: Any = part.args
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            return f'{part.tool_name}({args})'
+    if isinstance(args, dict):
+        shown = ', '.join(
+            f'{key}={value!r}' if isinstance(value, str | int | float | bool) else f'{key}={_json(value)}'
+            for key, value in args.items()
+        )
+        return f'{part.tool_name}({shown})'
+    return f'{part.tool_name}({"" if args is None else _json(args)})'
+
+
+def _view(kind: str, label: str, text: str, *, call_id: str | None = None, line: str | None = None) -> PartView:
+    return PartView(
+        kind=kind,
+        label=label,
+        text=text,
+        preview=preview(text if line is None else line),
+        long=_is_long(text),
+        call_id=call_id,
+    )
+
+
+def _request_part(part: Any) -> PartView | None:
+    if isinstance(part, SystemPromptPart):
+        return _view('system', 'system prompt', part.content)
+    if isinstance(part, UserPromptPart):
+        text, media = part_text(part)
+        if media:
+            text = f'{text}\n[{media} media item{"s" if media != 1 else ""}]'.strip()
+        return _view('user', 'user', text)
+    if isinstance(part, CompactionPart):
+        return _view('summary', 'summary', part.content or '(opaque to this store)')
+    if isinstance(part, RetryPromptPart):
+        target = f' {part.tool_name}' if part.tool_name else ''
+        return _view('retry', f'retry{target}', _json(part.content), call_id=part.tool_call_id)
+    if isinstance(part, RetryFeedbackPart):
+        return _view('retry', 'retry', _json(part.content))
+    if isinstance(part, BaseToolReturnPart):
+        content = _json(part.content)
+        if part.outcome == 'retried':
+            return _view('retry', f'retry {part.tool_name}', content, call_id=part.tool_call_id)
+        outcome = '' if part.outcome == 'success' else f' ({part.outcome})'
+        line = _compact(part.content)
+        return _view('tool-return', f'{part.tool_name}{outcome}', content, call_id=part.tool_call_id, line=line)
+    return None
+
+
+def _response_part(part: Any) -> PartView | None:
+    if isinstance(part, TextPart):
+        return _view('assistant', 'assistant', part.content)
+    if isinstance(part, ThinkingPart):
+        return _view('thinking', 'thinking', part.content)
+    if isinstance(part, BaseToolCallPart):
+        label = f'{"native " if isinstance(part, NativeToolCallPart) else ""}{part.tool_name}'
+        return _view('tool-call', label, _json(part.args), call_id=part.tool_call_id, line=_call_preview(part))
+    if isinstance(part, NativeToolReturnPart):
+        return _view('tool-return', f'native {part.tool_name}', _json(part.content), call_id=part.tool_call_id)
+    if isinstance(part, FilePart):
+        return _view('file', 'file', getattr(part.content, 'media_type', None) or 'file')
+    if isinstance(part, CompactionPart):
+        who = f' by {part.provider_name}' if part.provider_name else ''
+        return _view('summary', f'compaction{who}', part.content or '(opaque to this store)')
+    return None
+
+
+def _part(part: Any, message: ModelMessage) -> PartView:
+    found = _request_part(part) if isinstance(message, ModelRequest) else _response_part(part)
+    if found is not None:
+        return found
+    if isinstance(part, SpeechPart):
+        return _view('other', 'speech', part.transcript or '(audio)')
+    text, _ = part_text(part)  # parts this page has no reading for still show what they carry
+    return _view('other', str(getattr(part, 'part_kind', type(part).__name__)), text)
+
+
+def message_role(message: ModelMessage) -> str:
+    """Who a message is from: `user`, `assistant`, `tool` (returns), or `request` (anything else sent)."""
+    if isinstance(message, ModelResponse):
+        return 'assistant'
+    kinds = {type(part) for part in message.parts}
+    if UserPromptPart in kinds:
+        return 'user'
+    if any(issubclass(kind, BaseToolReturnPart) for kind in kinds):
+        return 'tool'
+    return 'request'
+
+
+def message_view(position: int, message: ModelMessage, instructions: str | None = None) -> MessageView:
+    """A message as the page shows it; its instructions lead its parts when they differ from `instructions`."""
+    parts: list[PartView] = []
+    if isinstance(message, ModelRequest) and message.instructions and message.instructions != instructions:
+        parts.append(_view('instructions', 'instructions', message.instructions))
+    parts.extend(_part(part, message) for part in message.parts)
+    role = message_role(message)
+    prompt = None
+    if role == 'user':
+        prompt = '\n'.join(part.text for part in parts if part.kind == 'user')
+    timestamp = getattr(message, 'timestamp', None)
+    return MessageView(
+        position=position,
+        role=role,
+        parts=parts,
+        timestamp=None if timestamp is None else timestamp.isoformat(),
+        model_name=message.model_name if isinstance(message, ModelResponse) else None,
+        ui_message_id=get_ui_message_id(message),
+        prompt=prompt,
+    )
+
+
+def message_views(messages: Sequence[ModelMessage], positions: Sequence[int]) -> list[MessageView]:
+    """Each message's view; a request's instructions are shown where they first appear or change."""
+    views: list[MessageView] = []
+    instructions: str | None = None
+    for position, message in zip(positions, messages, strict=True):
+        views.append(message_view(position, message, instructions))
+        if isinstance(message, ModelRequest) and message.instructions:
+            instructions = message.instructions
+    return views
+
+
+def snippet(text: str, query: str, around: int = 80) -> tuple[str, str, str]:
+    """The part of `text` around the first case-insensitive occurrence of `query`: (before, match, after).
+
+    Without an occurrence (a full-text match on stemmed words), the start of `text` as `before`.
+    """
+    flat = ' '.join(text.split())
+    at = flat.lower().find(query.lower()) if query else -1
+    if at < 0:
+        return preview(flat, 2 * around), '', ''
+    start, end = max(0, at - around), min(len(flat), at + len(query) + around)
+    before = ('…' if start else '') + flat[start:at]
+    after = flat[at + len(query) : end] + ('…' if end < len(flat) else '')
+    return before, flat[at : at + len(query)], after

@@ -1,0 +1,406 @@
+"""What each page shows, read through the store's public API, and the same data as JSON for `/api/...`.
+
+Every read is confined to the app's scope: a session saved under another scope is not found, exactly as
+an id nobody uses. Nothing here creates a session: a session's existence is checked with read-only calls
+(`conversations.read_record`, `window`) before `store.session()` is asked for its branches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pydantic_ai.messages import ModelMessage
+
+from processors import TiktokenCounter
+
+from .._codec import dump_messages, dump_usage
+from ..errors import SessionNotFound
+from ..results import Branch, SearchHit, SessionInfo, StoredSummary
+from ..store import SessionStore
+from ._present import MessageView, message_views, snippet
+
+__all__ = (
+    'ContextPage',
+    'Rows',
+    'SearchPage',
+    'SessionPage',
+    'SessionsPage',
+    'WindowMark',
+    'context_page',
+    'search_page',
+    'session_page',
+    'sessions_page',
+)
+
+
+@dataclass(frozen=True)
+class SessionsPage:
+    """One page of the sessions list, most recently updated first."""
+
+    sessions: list[SessionInfo]
+    scope: str | None
+    """The scope filter in force (the app's, or the one asked for)."""
+    offset: int
+    limit: int
+    next_offset: int | None
+    prev_offset: int | None
+
+    def json(self) -> dict[str, Any]:
+        return {
+            'scope': self.scope,
+            'offset': self.offset,
+            'limit': self.limit,
+            'next_offset': self.next_offset,
+            'sessions': [session_json(info) for info in self.sessions],
+        }
+
+
+@dataclass(frozen=True)
+class WindowMark:
+    """Where the model's window starts on the active path, and what the next request sends."""
+
+    start: int
+    """The first position of the kept tail (the archive's length when nothing is kept)."""
+    messages: int
+    """How many messages the next request starts from (head, summary-carrying request and tail)."""
+    tokens: int
+    """Their tokens, counted with tiktoken (cl100k_base), as `session-store context` counts them."""
+    head: list[int]
+    """Positions of pinned head messages before the tail (a system prompt kept from the start)."""
+    summary_index: int | None
+    """The summary the window carries, if any."""
+
+
+Rows = list[tuple[Literal['band', 'marker', 'message'], Any]]
+"""The conversation as the session page lays it out: summary bands and the window marker between messages."""
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    """A page of a session's path, with its summaries, window and branches."""
+
+    session_id: str
+    scope: str | None
+    """The session's own scope."""
+    message_count: int
+    """Messages on the path shown."""
+    offset: int
+    limit: int
+    messages: list[MessageView]
+    summaries: list[StoredSummary]
+    """The links of the active path's summary chain that cover messages of this page (none on another branch)."""
+    summary_count: int
+    """The links in the active path's whole chain."""
+    window: WindowMark | None
+    """The active path's window (`None` when another branch is shown)."""
+    branches: list[Branch]
+    branch: str | None
+    """The branch shown, as its tip; `None` for the active path."""
+    branched: bool
+    """Whether the session has more than one branch."""
+    at: int | None = None
+    """The position a link asked for, highlighted."""
+
+    @property
+    def next_offset(self) -> int | None:
+        end = self.offset + len(self.messages)
+        return end if end < self.message_count else None
+
+    @property
+    def prev_offset(self) -> int | None:
+        return max(0, self.offset - self.limit) if self.offset > 0 else None
+
+    @property
+    def last_offset(self) -> int:
+        return max(0, self.message_count - self.limit)
+
+    @property
+    def on_active_path(self) -> bool:
+        return self.branch is None
+
+    def rows(self) -> Rows:
+        """The page's messages, with a band where each summary's range starts and the window marker."""
+        rows: Rows = []
+        start = self.offset
+        for message in self.messages:
+            for summary in self.summaries:
+                if message.position == max(summary.covers_from, start):
+                    rows.append(('band', summary))
+            if self.window is not None and message.position == self.window.start:
+                rows.append(('marker', self.window))
+            rows.append(('message', message))
+        end = self.offset + len(self.messages)
+        if self.window is not None and self.window.start == end == self.message_count:
+            rows.append(('marker', self.window))
+        return rows
+
+    def band_of(self, position: int) -> int | None:
+        """The index of the summary whose range holds `position`, if any."""
+        for summary in self.summaries:
+            if summary.covers_from <= position < summary.covers_to:
+                return summary.index
+        return None
+
+    def json(self) -> dict[str, Any]:
+        return {
+            'session_id': self.session_id,
+            'scope': self.scope,
+            'branch': self.branch,
+            'message_count': self.message_count,
+            'offset': self.offset,
+            'limit': self.limit,
+            'next_offset': self.next_offset,
+            'messages': messages_json(self.messages, self._raw),
+            'summary_count': self.summary_count,
+            'summaries': [summary_json(summary) for summary in self.summaries],
+            'window': None if self.window is None else asdict(self.window),
+            'branches': [branch_json(branch) for branch in self.branches],
+        }
+
+    _raw: list[ModelMessage] = field(default_factory=list[ModelMessage], repr=False)
+
+
+@dataclass(frozen=True)
+class ContextPage:
+    """What the session's next request sends: the window, each message with its position and tokens."""
+
+    session_id: str
+    scope: str | None
+    message_count: int
+    messages: list[MessageView]
+    tokens: list[int]
+    window: WindowMark
+    _raw: list[ModelMessage] = field(default_factory=list[ModelMessage], repr=False)
+
+    def json(self) -> dict[str, Any]:
+        return {
+            'session_id': self.session_id,
+            'scope': self.scope,
+            'archived_messages': self.message_count,
+            'tokens': sum(self.tokens),
+            'window': asdict(self.window),
+            'messages': [
+                {**item, 'tokens': tokens}
+                for item, tokens in zip(messages_json(self.messages, self._raw), self.tokens, strict=True)
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """Search hits across the sessions in scope, newest (or best) first."""
+
+    query: str
+    match: Literal['phrase', 'words']
+    hits: list[SearchHit]
+    error: str | None = None
+
+    def snippets(self) -> list[tuple[SearchHit, tuple[str, str, str]]]:
+        return [(hit, snippet(hit.text, self.query if self.match == 'phrase' else '')) for hit in self.hits]
+
+    def json(self) -> dict[str, Any]:
+        return {
+            'query': self.query,
+            'match': self.match,
+            'error': self.error,
+            'hits': [
+                {
+                    'session_id': hit.session_id,
+                    'scope': hit.scope,
+                    'position': hit.position,
+                    'text': hit.text,
+                    'message': json.loads(dump_messages([hit.message]))[0],
+                }
+                for hit in self.hits
+            ],
+        }
+
+
+def session_json(info: SessionInfo) -> dict[str, Any]:
+    return {
+        'session_id': info.session_id,
+        'scope': info.scope,
+        'message_count': info.message_count,
+        'summary_count': info.summary_count,
+        'branch_count': info.branch_count,
+        'usage': dump_usage(info.usage),
+        'created_at': info.created_at.isoformat(),
+        'updated_at': info.updated_at.isoformat(),
+        'metadata': info.metadata,
+    }
+
+
+def summary_json(summary: StoredSummary) -> dict[str, Any]:
+    data = asdict(summary)
+    data['usage'] = dump_usage(summary.usage)
+    data['created_at'] = summary.created_at.isoformat()
+    return data
+
+
+def branch_json(branch: Branch) -> dict[str, Any]:
+    data = asdict(branch)
+    data['updated_at'] = branch.updated_at.isoformat()
+    return data
+
+
+def messages_json(views: Sequence[MessageView], raw: Sequence[ModelMessage]) -> list[dict[str, Any]]:
+    """Each message as its position, role and pydantic-ai's own JSON (what `ModelMessagesTypeAdapter` loads)."""
+    dumped: list[Any] = json.loads(dump_messages(list(raw)))
+    return [
+        {'position': view.position, 'role': view.role, 'ui_message_id': view.ui_message_id, 'message': message}
+        for view, message in zip(views, dumped, strict=True)
+    ]
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+
+async def sessions_page(
+    store: SessionStore, *, scope: str | None, asked_scope: str | None, offset: int, limit: int
+) -> SessionsPage:
+    """A page of sessions: the app's scope, or the one asked for when the app has none; one past `limit` is read
+    to tell whether there is a next page."""
+    shown = scope if scope is not None else asked_scope
+    if scope is not None and asked_scope not in (None, scope):
+        infos: list[SessionInfo] = []  # another scope than the app's: nothing of it is visible
+    else:
+        infos = await store.sessions(scope=shown, offset=offset, limit=limit + 1)
+    more = len(infos) > limit
+    return SessionsPage(
+        sessions=infos[:limit],
+        scope=shown,
+        offset=offset,
+        limit=limit,
+        next_offset=offset + limit if more else None,
+        prev_offset=max(0, offset - limit) if offset > 0 else None,
+    )
+
+
+async def session_scope(store: SessionStore, session_id: str, scope: str | None) -> str | None:
+    """The scope the session was saved with; `SessionNotFound` if it is not visible under the app's `scope`.
+
+    One read (`conversations.read_record`), which never creates a session. An id the store would refuse
+    (empty, too long, unprintable) is simply not found.
+    """
+    try:
+        record = await store.conversations.read_record(session_id)
+    except ValueError:
+        raise SessionNotFound(session_id[:255], scope) from None
+    if record is None or (scope is not None and record.scope != scope):
+        raise SessionNotFound(session_id, scope)
+    return record.scope
+
+
+def _window_mark(
+    positions: Sequence[int], message_count: int, tokens: int, chain: Sequence[StoredSummary]
+) -> WindowMark:
+    """Where the contiguous tail that runs to the end of the archive starts; what comes before it is the head."""
+    start = message_count
+    for position in reversed(positions):
+        if position != start - 1:
+            break
+        start = position
+    head = [position for position in positions if position < start]
+    carried = next((summary.index for summary in reversed(chain) if summary.covers_to <= start), None)
+    return WindowMark(start=start, messages=len(positions), tokens=tokens, head=head, summary_index=carried)
+
+
+class _Counter:
+    """One tiktoken counter per process, made on first use (loading the encoding takes a moment)."""
+
+    counter: TiktokenCounter | None = None
+
+    @classmethod
+    def count(cls, messages: Sequence[ModelMessage]) -> list[int]:
+        if cls.counter is None:
+            cls.counter = TiktokenCounter()
+        return [cls.counter([message]) for message in messages]
+
+
+def page_offset(message_count: int, limit: int, offset: int | None, at: int | None) -> int:
+    """The first position of the page: `offset` as asked, else the page holding `at`, else the last page."""
+    if offset is not None:
+        return max(0, min(offset, max(0, message_count - 1)))
+    if at is not None and 0 <= at < message_count:
+        return at - at % limit
+    return max(0, message_count - limit)
+
+
+async def session_page(
+    store: SessionStore,
+    session_id: str,
+    *,
+    scope: str | None,
+    offset: int | None,
+    limit: int,
+    branch: str | None,
+    at: int | None,
+) -> SessionPage:
+    """A page of the session's active path (or of `branch`'s), with its summary bands, window and branches."""
+    own_scope = await session_scope(store, session_id, scope)
+    window = await store.window(session_id, scope=own_scope)
+    session = await store.session(session_id, scope=own_scope)  # it exists: this only opens it
+    branches = await session.branches()
+    active = next((b.tip for b in branches if b.active), None)
+    if branch == active:
+        branch = None
+    if branch is None:
+        count = window.message_count
+        chain = await store.summaries(session_id, scope=own_scope)
+        mark = _window_mark(window.positions, count, sum(_Counter.count(window.messages)), chain)
+    else:
+        shown = next((b for b in branches if b.tip == branch), None)
+        if shown is None:
+            raise SessionNotFound(session_id, scope)
+        count, chain, mark = shown.message_count, [], None
+    first = page_offset(count, limit, offset, at)
+    messages = await store.history(session_id, scope=own_scope, offset=first, limit=limit, branch=branch)
+    return SessionPage(
+        session_id=session_id,
+        scope=own_scope,
+        message_count=count,
+        offset=first,
+        limit=limit,
+        messages=message_views(messages, range(first, first + len(messages))),
+        summaries=[s for s in chain if s.covers_to > first and s.covers_from < first + len(messages)],
+        summary_count=len(chain),
+        window=mark,
+        branches=branches,
+        branch=branch,
+        branched=len(branches) > 1,
+        at=at,
+        _raw=messages,
+    )
+
+
+async def context_page(store: SessionStore, session_id: str, *, scope: str | None) -> ContextPage:
+    """The window the session's next request sends, message by message with tiktoken counts."""
+    own_scope = await session_scope(store, session_id, scope)
+    window = await store.window(session_id, scope=own_scope)
+    chain = await store.summaries(session_id, scope=own_scope)
+    tokens = _Counter.count(window.messages)
+    return ContextPage(
+        session_id=session_id,
+        scope=own_scope,
+        message_count=window.message_count,
+        messages=message_views(window.messages, window.positions),
+        tokens=tokens,
+        window=_window_mark(window.positions, window.message_count, sum(tokens), chain),
+        _raw=window.messages,
+    )
+
+
+async def search_page(
+    store: SessionStore, query: str, *, scope: str | None, match: Literal['phrase', 'words'], limit: int
+) -> SearchPage:
+    """Archived messages matching `query` in every session under `scope` (each session's active path)."""
+    if not query.strip():
+        return SearchPage(query=query, match=match, hits=[])
+    try:
+        hits = await store.search(query, scope=scope, match=match, limit=limit)
+    except ValueError as error:
+        return SearchPage(query=query, match=match, hits=[], error=str(error))
+    return SearchPage(query=query, match=match, hits=hits)

@@ -1,0 +1,222 @@
+"""The web app in a real headless Chromium: the demo session opened, a tool call and a summary band expanded, a
+search hit followed, and a chat message streamed into the page and then found stored.
+
+Setup: `session-store demo` builds the demo session in a new SQLite file; `session-store serve --chat test`
+serves it on a free loopback port, in a process of its own; Playwright for Python drives the system's
+Chromium (Debian's `chromium`, never a browser Playwright downloads) with the flags this machine needs.
+Without a Chromium these tests skip, except under CI (`$CI` set), where `.ci/run` installs one and a
+missing browser fails them.
+
+The setup also takes a screenshot of the session page. Set `SESSION_STORE_WEB_SCREENSHOT` to a path (the
+README's is `docs/session-page.png`) to keep it there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+pytestmark = pytest.mark.slow
+
+
+CHROMIUM_FLAGS = [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+]
+"""What Chromium needs here: no sandbox (CI runs as root) and none of its own network traffic."""
+SCREENSHOT_ENV = 'SESSION_STORE_WEB_SCREENSHOT'
+
+
+def chromium() -> str:
+    """The system's Chromium; skipped when there is none, failed under CI."""
+    found = os.environ.get('SESSION_STORE_TEST_CHROMIUM') or shutil.which('chromium') or '/usr/bin/chromium'
+    if Path(found).is_file() and os.access(found, os.X_OK):
+        return found
+    if os.environ.get('CI'):
+        raise RuntimeError(f"A Chromium is required under CI (.ci/run installs Debian's `chromium`); none at {found}.")
+    pytest.skip(f"no Chromium at {found}: install Debian's `chromium` to run the browser tests")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return int(sock.getsockname()[1])
+
+
+def environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ('SESSION_STORE_URL', 'SESSION_STORE_TOKEN')}
+
+
+@pytest.fixture(scope='module')
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`session-store serve --chat test` on the demo session; its base URL."""
+    folder = tmp_path_factory.mktemp('web')
+    db = f'sqlite+aiosqlite:///{folder / "sessions.db"}'
+    command = [sys.executable, '-m', 'session_store.cli']
+    demo = subprocess.run(
+        [*command, 'demo', '--turns', '30', '--db', db],
+        cwd=folder,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert demo.returncode == 0, demo.stderr
+    port = free_port()
+    process = subprocess.Popen(
+        [*command, 'serve', '--db', db, '--port', str(port), '--chat', 'test'],
+        cwd=folder,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f'http://127.0.0.1:{port}'
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f'{base}/api/sessions', timeout=2) as answer:
+                    assert answer.status == 200
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f'serve did not start: {process.communicate(timeout=5)}') from None
+                time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope='module')
+def browser(server: str) -> Iterator[Browser]:
+    executable = chromium()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={'width': 1200, 'height': 1000})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on('pageerror', lambda error: errors.append(str(error)))
+    opened.on('console', lambda message: errors.append(message.text) if message.type == 'error' else None)
+    yield opened
+    context.close()
+    assert errors == [], errors  # no script error, and no resource the page could not load (CSP, 404s)
+
+
+def test_screenshot_of_the_session_page(server: str, page: Page, tmp_path: Path) -> None:
+    """The session page as the README shows it: the first summary band and a tool call expanded."""
+    page.goto(f'{server}/sessions/demo?offset=0&limit=14')
+    page.locator('#summary-0 > summary').click()
+    page.locator('#m1 details.tool-call > summary').first.click()
+    page.locator('#m2 details.tool-return > summary').first.click()
+    shot = tmp_path / 'session-page.png'
+    page.screenshot(path=str(shot))
+    assert shot.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    if target := os.environ.get(SCREENSHOT_ENV):
+        shutil.copyfile(shot, target)
+
+
+def test_open_the_demo_session_and_expand_a_tool_call(server: str, page: Page) -> None:
+    page.goto(f'{server}/')
+    page.get_by_role('link', name='demo', exact=True).click()
+    page.wait_for_url(f'{server}/sessions/demo')
+    assert page.locator('h1').inner_text() == 'demo'
+    call = page.locator('details.tool-call').first
+    arguments = call.locator('pre.args')
+    assert not arguments.is_visible()
+    call.locator('summary').click()
+    assert arguments.is_visible() and '"order_id": "ORDER-' in arguments.inner_text()
+
+
+def test_expand_a_summary_band(server: str, page: Page) -> None:
+    page.goto(f'{server}/sessions/demo?offset=0')
+    band = page.locator('#summary-0')
+    text = band.locator('.band-text')
+    assert 'stands in for messages 0\N{EN DASH}' in band.locator('summary').inner_text()
+    assert not text.is_visible()
+    band.locator('summary').click()
+    assert text.is_visible() and text.inner_text().startswith('Summary 1:')
+    # The messages it covers carry its colour; the window marker is on the last page.
+    assert page.locator('#m0.covered').count() == 1
+    page.goto(f'{server}/sessions/demo')
+    assert 'window starts here' in page.locator('.window-marker').inner_text()
+
+
+def test_follow_a_search_hit(server: str, page: Page) -> None:
+    page.goto(f'{server}/')
+    page.get_by_label('Search messages').fill('ORDER-1042')
+    page.get_by_label('Search messages').press('Enter')
+    page.wait_for_url('**/search?q=ORDER-1042')
+    hit = page.locator('a.hit-link').first
+    href = hit.get_attribute('href') or ''
+    position = href.rsplit('#m', 1)[1]
+    hit.click()
+    page.wait_for_url(f'**/sessions/demo?at={position}#m{position}')
+    target = page.locator(f'#m{position}')
+    assert 'target' in (target.get_attribute('class') or '')
+    assert target.is_visible() and 'ORDER-1042' in target.inner_text()
+    assert target.evaluate('node => node.matches(":target")')
+
+
+def test_a_chat_message_streams_into_the_page_and_is_stored(server: str, page: Page) -> None:
+    page.goto(f'{server}/sessions/demo')
+    # Record every length the answer's text passes through, to see it arrive in pieces.
+    page.evaluate(
+        """() => {
+            window.seen = [];
+            new MutationObserver(() => {
+                const answer = document.querySelector('#live .role-assistant .part.assistant .text');
+                if (answer) window.seen.push(answer.textContent.length);
+            }).observe(document.getElementById('live'), {subtree: true, childList: true, characterData: true});
+        }"""
+    )
+    page.get_by_placeholder('Message demo').fill('Where is ORDER-1099, please?')
+    page.get_by_role('button', name='Send').click()
+    answer = page.locator('#live .msg.role-assistant[data-state="saved"]')
+    answer.wait_for(timeout=30_000)
+    expected = '(test model, offline) You said: Where is ORDER-1099, please?'
+    assert answer.locator('.part.assistant .text').inner_text() == expected
+    seen = page.evaluate('window.seen')
+    assert len(set(seen)) >= 3 and seen == sorted(seen) and seen[-1] == len(expected), seen
+    assert int(answer.get_attribute('data-deltas') or 0) >= 3
+    # Stored: a reload shows the prompt and the answer at the end of the conversation, with Edit and Regenerate.
+    page.reload()
+    last_two = page.locator('#conversation > article.msg').all()[-2:]
+    assert 'Where is ORDER-1099, please?' in last_two[0].inner_text()
+    assert expected in last_two[1].inner_text()
+    assert last_two[0].locator('button.regenerate').is_visible()
+    # Regenerate: the new answer streams in and the old one stays a branch.
+    last_two[0].locator('button.regenerate').click()
+    page.locator('#live .msg.role-assistant[data-state="saved"]').wait_for(timeout=30_000)
+    page.reload()
+    options = page.locator('#branch-select option').all_inner_texts()
+    assert len(options) == 2 and sum('(active)' in option for option in options) == 1
