@@ -210,7 +210,7 @@ def test_chat_rewinds_regenerates_lists_and_switches_between_lines(db_url: str) 
     assert [line.strip() for line in result.stderr.splitlines()] == [
         'Error: position must be 0 to 2 (the active path length); got 99.',
         "Error: Session 'c' has no branch '7'; its branches are 1, 2, 3.",
-        "Not a command: '/frob'. Commands: /rewind N, /regenerate, /branches, /switch TIP, /quit.",
+        "Not a command: '/frob'. Commands: /rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit.",
     ]
 
     assert [(b.tip, b.message_count, b.forked_at, b.active, b.preview) for b in branches(db_url, 'c')] == [
@@ -227,7 +227,7 @@ def test_chat_regenerate_without_a_prompt_says_so_and_goes_on(db_url: str) -> No
     assert ok(result).splitlines() == ['[1] assistant: success (no tool calls)']
     assert result.stderr.splitlines() == [
         "Error: Session 'empty' has no user prompt to answer again.",
-        "Not a command: '/rewind'. Commands: /rewind N, /regenerate, /branches, /switch TIP, /quit.",
+        "Not a command: '/rewind'. Commands: /rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit.",
     ]
     assert len(history(db_url, 'empty')) == 2
 
