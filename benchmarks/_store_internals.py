@@ -2,7 +2,8 @@
 
 The benchmarks time the store's own steps (reading a window, appending a run) and fill archives faster
 than runs could, so they call what is not public API: `load_window` and `store_run` (`session_store._windows`)
-and `insert_messages` (`session_store._archive`) on the store's `Database`, the data carriers `RunRecord`
+and `insert_messages`, `new_session_row` and `add_root_segment` (`session_store._archive`) on the store's
+`Database`, the data carriers `RunRecord`
 and `NewSummary`, and the hot path's SQL compiled once per process (`session_store._driver`), which a timed
 first open forgets first. This file is the one place that reaches them; nothing else in `benchmarks/` does.
 """
@@ -23,6 +24,7 @@ from session_store.rows import SessionRow
 __all__ = (
     'LoadedWindow',
     'NewSummary',
+    'add_sessions',
     'append_messages',
     'forget_compiled',
     'load_window',
@@ -92,6 +94,24 @@ async def append_messages(
         await db.execute(
             update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=start + len(messages))
         )
+
+
+async def add_sessions(
+    store: SessionStore,
+    session_ids: Sequence[str],
+    scope: str | None,
+    messages: Sequence[ModelMessage],
+    tokens: Sequence[int],
+) -> None:
+    """New sessions, each holding `messages` (with their token counts) as its whole archive, in one
+    transaction: the fastest way to fill a store with many sessions."""
+    async with _database(store).read() as db, db.begin():
+        for session_id in session_ids:
+            row = _archive.new_session_row(session_id, scope, message_count=len(messages))
+            db.add(row)
+            await db.flush()
+            segment_pk = await _archive.add_root_segment(db, row.pk)
+            await _archive.insert_messages(db, _archive.message_rows(row.pk, segment_pk, 0, messages, tokens))
 
 
 def forget_compiled() -> None:

@@ -21,13 +21,17 @@ async def list_sessions(
     """The stored sessions, most recently updated first, skipping the first `offset`; under `scope`, only its own."""
     if offset < 0 or (limit is not None and limit < 0):
         raise ValueError(f'offset and limit must be >= 0; got offset={offset}, limit={limit}.')
+    newest_first = (SessionRow.updated_at.desc(), SessionRow.pk.desc())
+    page = select(SessionRow.pk).order_by(*newest_first)
+    if scope is not None:
+        page = page.where(SessionRow.scope == scope)
+    if limit is not None or offset:
+        page = page.limit(limit).offset(offset)
+    # The page is chosen first, so the counts are made for its rows only, not for every row an offset skips.
+    chosen = page.subquery()
     summaries = select(func.count(SummaryRow.pk)).where(SummaryRow.session_pk == SessionRow.pk).scalar_subquery()
     branches = select(func.count(SegmentRow.pk)).where(SegmentRow.session_pk == SessionRow.pk).scalar_subquery()
-    query = select(SessionRow, summaries, branches).order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc())
-    if scope is not None:
-        query = query.where(SessionRow.scope == scope)
-    if limit is not None or offset:
-        query = query.limit(limit).offset(offset)
+    query = select(SessionRow, summaries, branches).join(chosen, chosen.c.pk == SessionRow.pk).order_by(*newest_first)
     async with database.read() as db:
         rows = (await db.execute(query)).all()
     return [

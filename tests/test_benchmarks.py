@@ -133,3 +133,27 @@ def test_recall_quick() -> None:
     for size, _query, words, phrase, ratio in rows:
         assert number(size) in (200, 1_000)
         assert close(number(ratio), number(phrase), number(words)), (size, _query, words, phrase, ratio)
+
+
+def test_web_quick() -> None:
+    output = run_quick('web')
+    figures = [
+        ('session page (last page)', 'messages', '2k', '200'),
+        ('session page (first page)', 'messages', '2k', '200'),
+        ('session page (middle, by ?at=)', 'messages', '2k', '200'),
+        ('session JSON (last page)', 'messages', '2k', '200'),
+        ('context page', 'messages', '2k', '200'),
+        ('sessions page (first page)', 'sessions', '200', '20'),
+        ('sessions page (last page)', 'sessions', '200', '20'),
+        ('sessions JSON (first page)', 'sessions', '200', '20'),
+    ]
+    for backend in backends(output, '=== PostgreSQL figures skipped'):
+        for label, unit, large, small in figures:
+            line = (
+                rf'^{re.escape(label)} @{large} {unit} on {backend}: {N} ms \({N} bytes\); '
+                rf'@{small}: {N} ms; growth {N}x$'
+            )
+            match = re.search(line, output, re.MULTILINE)
+            assert match, f'no {label} line on {backend}:\n{output}'
+            big, _size, little, growth = map(number, match.groups())
+            assert close(growth, big, little), match.group(0)

@@ -10,7 +10,9 @@ import re
 from collections.abc import Callable
 
 import pytest
+from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.models.test import TestModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
@@ -204,15 +206,15 @@ def test_the_json_api_has_the_pages_data(filled: str) -> None:
     assert alpha['summary_count'] >= 2 and alpha['usage']['requests'] > 0
     assert set(session) == {
         'session_id', 'scope', 'branch', 'message_count', 'offset', 'limit', 'next_offset', 'messages',
-        'summary_count', 'summaries', 'window', 'branches',
+        'summary_count', 'summaries', 'window', 'branch_count', 'branches',
     }  # fmt: skip
     assert [m['position'] for m in session['messages']] == list(range(40, 50)) and session['next_offset'] == 50
     assert {m['role'] for m in session['messages']} == {'user', 'assistant', 'tool'}
     ModelMessagesTypeAdapter.validate_python([m['message'] for m in session['messages']])
     assert set(session['window']) == {'start', 'messages', 'tokens', 'head', 'summary_index'}
     assert set(session['summaries'][0]) >= {'index', 'covers_from', 'covers_to', 'text', 'tokens', 'model_name'}
-    (branch,) = session['branches']
-    assert branch['active'] and branch['message_count'] == 54
+    # A session that never branched has one path: no branch list to read.
+    assert session['branch_count'] == 1 and session['branches'] == []
     assert [(hit['session_id'], hit['position']) for hit in found['hits']] == [('alpha', 12)]
     assert found['hits'][0]['message']['kind'] == 'request' and found['match'] == 'phrase'
 
@@ -290,3 +292,25 @@ def test_the_app_mounts_under_a_path_in_another_server(filled: str) -> None:
         finally:
             assert client.portal is not None
             client.portal.call(store.close)
+
+
+async def test_a_rewound_session_shows_its_branches(db_url: str, store_factory: StoreFactory) -> None:
+    store = store_factory()
+    session = await store.session('tree', scope='user-9')
+    agent = Agent(TestModel(custom_output_text='an answer'))
+    await session.run(agent, 'first')
+    await session.run(agent, 'second')
+    await session.rewind(2)
+    await session.run(agent, 'second, again')
+    with web_client(db_url) as client:
+        api = client.get('/api/sessions/tree').json()
+        html = client.get('/sessions/tree').text
+        old = next(b for b in api['branches'] if not b['active'])
+        shown = client.get(f'/api/sessions/tree?branch={old["tip"]}').json()
+    assert api['branch_count'] == 2 and len(api['branches']) == 2
+    assert html.count('<option value=') == 2 and '● branch' in html
+    assert shown['branch'] == old['tip'] and shown['window'] is None and shown['message_count'] == 4
+    assert [m['message']['parts'][0]['content'] for m in shown['messages'] if m['role'] == 'user'] == [
+        'first',
+        'second',
+    ]

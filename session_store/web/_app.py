@@ -27,7 +27,16 @@ from .._ids import check_id
 from ..errors import SessionNotFound
 from ..store import SessionStore
 from ._chat import chat_agent, chat_response
-from ._queries import context_page, search_page, session_page, session_scope, sessions_page
+from ._queries import (
+    SearchPage,
+    SessionPage,
+    SessionsPage,
+    context_page,
+    search_page,
+    session_page,
+    session_scope,
+    sessions_page,
+)
 from ._security import COOKIE, Guard, cookie_value, safe_next, token_matches
 
 __all__ = ('MESSAGES_PER_PAGE', 'SESSIONS_PER_PAGE', 'create_app')
@@ -203,7 +212,7 @@ class _Web:
 
     # --- shared reads
 
-    async def _sessions(self, request: Request) -> Any:
+    async def _sessions(self, request: Request) -> SessionsPage:
         asked = request.query_params.get('scope') or None
         if asked is not None:
             try:
@@ -218,7 +227,7 @@ class _Web:
             limit=_number(request, 'limit', SESSIONS_PER_PAGE, 1, MAX_PAGE) or SESSIONS_PER_PAGE,
         )
 
-    async def _session(self, request: Request) -> Any:
+    async def _session(self, request: Request) -> SessionPage:
         return await session_page(
             self.store,
             request.path_params['session_id'],
@@ -229,7 +238,7 @@ class _Web:
             at=_number(request, 'at', None),
         )
 
-    async def _search(self, request: Request) -> Any:
+    async def _search(self, request: Request) -> SearchPage:
         match: Literal['phrase', 'words'] = 'words' if request.query_params.get('match') == 'words' else 'phrase'
         return await search_page(
             self.store,

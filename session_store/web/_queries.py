@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.messages import ModelMessage
 
-from processors import TiktokenCounter
+from processors import count_tokens
 
 from .._codec import dump_messages, dump_usage
 from ..errors import SessionNotFound
-from ..results import Branch, SearchHit, SessionInfo, StoredSummary
+from ..results import Branch, SearchHit, SessionInfo, SessionWindow, StoredSummary
 from ..store import SessionStore
 from ._present import MessageView, message_views, snippet
 
@@ -67,7 +68,7 @@ class WindowMark:
     messages: int
     """How many messages the next request starts from (head, summary-carrying request and tail)."""
     tokens: int
-    """Their tokens, counted with tiktoken (cl100k_base), as `session-store context` counts them."""
+    """Their tokens, as stored (see `window_tokens`)."""
     head: list[int]
     """Positions of pinned head messages before the tail (a system prompt kept from the start)."""
     summary_index: int | None
@@ -97,10 +98,10 @@ class SessionPage:
     window: WindowMark | None
     """The active path's window (`None` when another branch is shown)."""
     branches: list[Branch]
+    """Every branch, when the session has more than one; empty when its archive is one path."""
     branch: str | None
     """The branch shown, as its tip; `None` for the active path."""
-    branched: bool
-    """Whether the session has more than one branch."""
+    branch_count: int
     at: int | None = None
     """The position a link asked for, highlighted."""
 
@@ -157,6 +158,7 @@ class SessionPage:
             'summary_count': self.summary_count,
             'summaries': [summary_json(summary) for summary in self.summaries],
             'window': None if self.window is None else asdict(self.window),
+            'branch_count': self.branch_count,
             'branches': [branch_json(branch) for branch in self.branches],
         }
 
@@ -279,8 +281,8 @@ async def sessions_page(
     )
 
 
-async def session_scope(store: SessionStore, session_id: str, scope: str | None) -> str | None:
-    """The scope the session was saved with; `SessionNotFound` if it is not visible under the app's `scope`.
+async def visible_record(store: SessionStore, session_id: str, scope: str | None) -> ConversationRecord:
+    """The session's record (its scope, usage, branches left behind); `SessionNotFound` unless visible under `scope`.
 
     One read (`conversations.read_record`), which never creates a session. An id the store would refuse
     (empty, too long, unprintable) is simply not found.
@@ -291,7 +293,12 @@ async def session_scope(store: SessionStore, session_id: str, scope: str | None)
         raise SessionNotFound(session_id[:255], scope) from None
     if record is None or (scope is not None and record.scope != scope):
         raise SessionNotFound(session_id, scope)
-    return record.scope
+    return record
+
+
+async def session_scope(store: SessionStore, session_id: str, scope: str | None) -> str | None:
+    """The scope the session was saved with; `SessionNotFound` if it is not visible under the app's `scope`."""
+    return (await visible_record(store, session_id, scope)).scope
 
 
 def _window_mark(
@@ -308,16 +315,14 @@ def _window_mark(
     return WindowMark(start=start, messages=len(positions), tokens=tokens, head=head, summary_index=carried)
 
 
-class _Counter:
-    """One tiktoken counter per process, made on first use (loading the encoding takes a moment)."""
-
-    counter: TiktokenCounter | None = None
-
-    @classmethod
-    def count(cls, messages: Sequence[ModelMessage]) -> list[int]:
-        if cls.counter is None:
-            cls.counter = TiktokenCounter()
-        return [cls.counter([message]) for message in messages]
+async def window_tokens(store: SessionStore, window: SessionWindow) -> list[int]:
+    """Each window message's tokens: as stored (counted once, when archived), and the request carrying the summary,
+    whose stored count no longer holds, counted now with the store's processor's counter."""
+    counter = store.processor.token_counter
+    return [
+        stored if stored is not None else await count_tokens(counter, [message])
+        for stored, message in zip(window.tokens, window.messages, strict=True)
+    ]
 
 
 def page_offset(message_count: int, limit: int, offset: int | None, at: int | None) -> int:
@@ -340,17 +345,21 @@ async def session_page(
     at: int | None,
 ) -> SessionPage:
     """A page of the session's active path (or of `branch`'s), with its summary bands, window and branches."""
-    own_scope = await session_scope(store, session_id, scope)
+    record = await visible_record(store, session_id, scope)
+    own_scope = record.scope
     window = await store.window(session_id, scope=own_scope)
-    session = await store.session(session_id, scope=own_scope)  # it exists: this only opens it
-    branches = await session.branches()
+    branches: list[Branch] = []
+    if record.branches or branch is not None:
+        # Listing branches reads the tree; a session that never branched has one path and skips it.
+        session = await store.session(session_id, scope=own_scope)  # it exists: this only opens it
+        branches = await session.branches()
     active = next((b.tip for b in branches if b.active), None)
     if branch == active:
         branch = None
     if branch is None:
         count = window.message_count
         chain = await store.summaries(session_id, scope=own_scope)
-        mark = _window_mark(window.positions, count, sum(_Counter.count(window.messages)), chain)
+        mark = _window_mark(window.positions, count, sum(await window_tokens(store, window)), chain)
     else:
         shown = next((b for b in branches if b.tip == branch), None)
         if shown is None:
@@ -370,18 +379,18 @@ async def session_page(
         window=mark,
         branches=branches,
         branch=branch,
-        branched=len(branches) > 1,
+        branch_count=max(1, len(branches)),
         at=at,
         _raw=messages,
     )
 
 
 async def context_page(store: SessionStore, session_id: str, *, scope: str | None) -> ContextPage:
-    """The window the session's next request sends, message by message with tiktoken counts."""
+    """The window the session's next request sends, message by message with its tokens."""
     own_scope = await session_scope(store, session_id, scope)
     window = await store.window(session_id, scope=own_scope)
     chain = await store.summaries(session_id, scope=own_scope)
-    tokens = _Counter.count(window.messages)
+    tokens = await window_tokens(store, window)
     return ContextPage(
         session_id=session_id,
         scope=own_scope,
