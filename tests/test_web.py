@@ -270,8 +270,7 @@ def test_the_export_downloads_the_whole_session(filled: str) -> None:
 
 
 def test_pages_work_on_a_read_only_store(filled: str) -> None:
-    if not filled.startswith('sqlite'):
-        pytest.skip('read-only opening is a SQLite file mode; PostgreSQL marks its transactions read-only')
+    """What `serve` does without `--chat`: a SQLite file opened read-only, read-only transactions on PostgreSQL."""
     with web_client(filled, read_only=True) as client:
         for path in ('/', '/sessions/alpha', '/context/alpha', '/search?q=Turn', '/export/alpha', '/api/sessions/beta'):
             assert client.get(path).status_code == 200, path
