@@ -6,12 +6,14 @@ test's database, as a server would: the store that filled the database is not sh
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import count
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     ModelMessage,
@@ -29,6 +31,7 @@ from starlette.testclient import TestClient
 from processors import SummarizationProcessor
 from session_store import SessionStore
 from session_store.web import create_app
+from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 HOSTILE = {
@@ -105,6 +108,32 @@ async def populate(db_url: str) -> None:
             await beta.run(scripted_agent(ParallelToolAssistant()), f'Turn M{turn} for beta')
         odd = await store.session(HOSTILE['session'])
         await odd.run(scripted_agent(ParallelToolAssistant()), 'Turn M0 for the odd one')
+
+
+async def session_ids(url: str) -> list[str]:
+    """Every session id the database at `url` holds, newest first."""
+    async with SessionStore(url) as store:
+        return [info.session_id for info in await store.sessions()]
+
+
+def filled_database(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A new database on `backend` (`sqlite` or `postgresql`), `populate`d, for a module's tests that only read.
+
+    As the repo's `new_database` fixture does: without a PostgreSQL server its cases skip, except under CI.
+    """
+    if backend == 'sqlite':
+        url = f'sqlite+aiosqlite:///{tmp_path_factory.mktemp("web") / "sessions.db"}'
+    else:
+        try:
+            url = fresh_database(require_postgres())
+        except PostgresUnavailable as error:
+            pytest.skip(str(error))
+    try:
+        asyncio.run(populate(url))
+        yield url
+    finally:
+        if backend == 'postgresql':
+            drop_database(url)
 
 
 @contextmanager

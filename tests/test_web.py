@@ -1,13 +1,14 @@
 """The web app's pages and JSON API, without a browser: what each shows, escaping, 404s, paging and the export.
 
-Every case runs on SQLite and on PostgreSQL (the repo's `db_url` fixture), through Starlette's test client.
+Every case runs on SQLite and on PostgreSQL, through Starlette's test client; the cases that only read share
+one populated database per backend.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from pydantic_ai import Agent
@@ -19,16 +20,16 @@ from starlette.testclient import TestClient
 
 from session_store import SessionExport, SessionStore
 from session_store.web import MESSAGES_PER_PAGE, create_app
-from tests._web import HOSTILE, populate, web_client
+from tests._web import HOSTILE, filled_database, session_ids, web_client
 
 StoreFactory = Callable[..., SessionStore]
 DASH = '\N{EN DASH}'
 
 
-@pytest.fixture
-async def filled(db_url: str) -> str:
-    await populate(db_url)
-    return db_url
+@pytest.fixture(scope='module', params=['sqlite', 'postgresql'])
+def filled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One populated database per backend, which this module's tests only read."""
+    yield from filled_database(request.param, tmp_path_factory)
 
 
 def scripts_and_images(html: str) -> list[str]:
@@ -130,10 +131,9 @@ def test_the_session_page_shows_turns_tools_thinking_retries_summaries_and_the_w
     assert 'href="/export/alpha"' in html and 'href="/context/alpha"' in html
 
 
-async def test_the_context_page_shows_exactly_the_window_the_next_request_sends(
-    filled: str, store_factory: StoreFactory
-) -> None:
-    window = await store_factory().window('alpha', scope='user-1')
+async def test_the_context_page_shows_exactly_the_window_the_next_request_sends(filled: str) -> None:
+    async with SessionStore(filled) as store:
+        window = await store.window('alpha', scope='user-1')
     with web_client(filled) as client:
         html = client.get('/context/alpha').text
         api = client.get('/api/context/alpha').json()
@@ -153,10 +153,8 @@ async def test_the_context_page_shows_exactly_the_window_the_next_request_sends(
 # Not found: unknown ids, other scopes, and nothing is created by asking
 
 
-async def test_unknown_sessions_are_404_everywhere_and_asking_creates_nothing(
-    filled: str, store_factory: StoreFactory
-) -> None:
-    before = [info.session_id for info in await store_factory().sessions()]
+async def test_unknown_sessions_are_404_everywhere_and_asking_creates_nothing(filled: str) -> None:
+    before = await session_ids(filled)
     with web_client(filled) as client:
         for path in (
             '/sessions/nope',
@@ -175,7 +173,7 @@ async def test_unknown_sessions_are_404_everywhere_and_asking_creates_nothing(
         assert client.get('/no/such/page').status_code == 404
         # A branch the session doesn't have is not found either.
         assert client.get('/sessions/alpha?branch=999999').status_code == 404
-    assert [info.session_id for info in await store_factory().sessions()] == before
+    assert await session_ids(filled) == before
 
 
 def test_bad_parameters_are_400(filled: str) -> None:
@@ -270,8 +268,7 @@ def test_the_export_downloads_the_whole_session(filled: str) -> None:
 
 
 def test_pages_work_on_a_read_only_store(filled: str) -> None:
-    if not filled.startswith('sqlite'):
-        pytest.skip('read-only opening is a SQLite file mode; PostgreSQL marks its transactions read-only')
+    """What `serve` does without `--chat`: a SQLite file opened read-only, read-only transactions on PostgreSQL."""
     with web_client(filled, read_only=True) as client:
         for path in ('/', '/sessions/alpha', '/context/alpha', '/search?q=Turn', '/export/alpha', '/api/sessions/beta'):
             assert client.get(path).status_code == 200, path
