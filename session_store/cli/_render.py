@@ -33,6 +33,7 @@ from rich.text import Text
 from processors import part_text
 
 from .._codec import dump_messages, dump_usage
+from .._display import call_text, one_line
 from ..results import StoredSummary
 from ._runtime import Settings, out
 
@@ -60,32 +61,6 @@ def clip(text: str, full: bool) -> str:
     return flat if len(flat) <= CLIP else f'{flat[:CLIP]}… (+{len(flat) - CLIP} chars)'
 
 
-def _value(value: Any) -> str:
-    """Tool arguments and results as compact text: strings as they are, the rest as JSON."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _call(part: BaseToolCallPart) -> str:
-    """A tool call as it reads in code: `lookup_order(order_id='ORDER-1042')`."""
-    args: Any = part.args
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError:
-            return f'{part.tool_name}({args})'
-    if isinstance(args, dict):
-        shown = ', '.join(
-            f'{k}={v!r}' if isinstance(v, str | int | float | bool) else f'{k}={_value(v)}' for k, v in args.items()
-        )
-        return f'{part.tool_name}({shown})'
-    return f'{part.tool_name}({"" if args is None else _value(args)})'
-
-
 def _user_content(part: UserPromptPart) -> str:
     text, media = part_text(part)
     return f'{text} [{media} media item{"s" if media != 1 else ""}]'.strip() if media else text
@@ -102,23 +77,23 @@ def _part_line(part: Any, message: ModelMessage, full: bool) -> tuple[str, str, 
             return 'summary', 'bold yellow', clip(part.content or '(opaque)', full)
         if isinstance(part, BaseToolReturnPart):
             outcome = '' if part.outcome == 'success' else f'({part.outcome}) '
-            return f'tool {part.tool_name} ⇒', 'green', clip(outcome + _value(part.content), full)
+            return f'tool {part.tool_name} ⇒', 'green', clip(outcome + one_line(part.content), full)
         if isinstance(part, RetryPromptPart):
             target = f' {part.tool_name}' if part.tool_name else ''
-            return f'retry{target}', 'red', clip(_value(part.content), full)
+            return f'retry{target}', 'red', clip(one_line(part.content), full)
         if isinstance(part, RetryFeedbackPart):
-            return 'retry', 'red', clip(_value(part.content), full)
+            return 'retry', 'red', clip(one_line(part.content), full)
     else:
         if isinstance(part, TextPart):
             return 'assistant', 'bold blue', clip(part.content, full)
         if isinstance(part, ThinkingPart):
             return 'assistant (thinking)', 'dim blue', clip(part.content, full)
         if isinstance(part, NativeToolCallPart):
-            return 'assistant → native', 'blue', clip(_call(part), full)
+            return 'assistant → native', 'blue', clip(call_text(part), full)
         if isinstance(part, BaseToolCallPart):
-            return 'assistant →', 'blue', clip(_call(part), full)
+            return 'assistant →', 'blue', clip(call_text(part), full)
         if isinstance(part, NativeToolReturnPart):
-            return f'native {part.tool_name} ⇒', 'green', clip(_value(part.content), full)
+            return f'native {part.tool_name} ⇒', 'green', clip(one_line(part.content), full)
         if isinstance(part, FilePart):
             return 'assistant file', 'blue', getattr(part.content, 'media_type', 'file')
         if isinstance(part, CompactionPart):

@@ -33,6 +33,8 @@ from pydantic_ai.ui._utils import get_ui_message_id
 
 from processors import part_text
 
+from .._display import call_text, one_line
+
 __all__ = ('PREVIEW', 'MessageView', 'PartView', 'message_role', 'message_view', 'message_views', 'preview', 'snippet')
 
 PREVIEW = 160
@@ -103,33 +105,6 @@ def _json(value: Any) -> str:
         return str(value)
 
 
-def _compact(value: Any) -> str:
-    """A value on one line: strings as they are, anything else as compact JSON."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _call_preview(part: BaseToolCallPart) -> str:
-    """A call as it reads in code: `lookup_order(order_id='ORDER-1042')`."""
-    args: Any = part.args
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError:
-            return f'{part.tool_name}({args})'
-    if isinstance(args, dict):
-        shown = ', '.join(
-            f'{key}={value!r}' if isinstance(value, str | int | float | bool) else f'{key}={_json(value)}'
-            for key, value in args.items()
-        )
-        return f'{part.tool_name}({shown})'
-    return f'{part.tool_name}({"" if args is None else _json(args)})'
-
-
 def _view(kind: str, label: str, text: str, *, call_id: str | None = None, line: str | None = None) -> PartView:
     return PartView(
         kind=kind,
@@ -161,7 +136,7 @@ def _request_part(part: Any) -> PartView | None:
         if part.outcome == 'retried':
             return _view('retry', f'retry {part.tool_name}', content, call_id=part.tool_call_id)
         outcome = '' if part.outcome == 'success' else f' ({part.outcome})'
-        line = _compact(part.content)
+        line = one_line(part.content)
         return _view('tool-return', f'{part.tool_name}{outcome}', content, call_id=part.tool_call_id, line=line)
     return None
 
@@ -173,7 +148,7 @@ def _response_part(part: Any) -> PartView | None:
         return _view('thinking', 'thinking', part.content)
     if isinstance(part, BaseToolCallPart):
         label = f'{"native " if isinstance(part, NativeToolCallPart) else ""}{part.tool_name}'
-        return _view('tool-call', label, _json(part.args), call_id=part.tool_call_id, line=_call_preview(part))
+        return _view('tool-call', label, _json(part.args), call_id=part.tool_call_id, line=call_text(part))
     if isinstance(part, NativeToolReturnPart):
         return _view('tool-return', f'native {part.tool_name}', _json(part.content), call_id=part.tool_call_id)
     if isinstance(part, FilePart):
