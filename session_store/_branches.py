@@ -41,6 +41,8 @@ __all__ = ('fork', 'last_prompt_position', 'list_branches', 'move_head', 'rewind
 
 _PREVIEW = 80
 """How many characters of a branch's last user prompt `branches()` shows."""
+_PROMPT_BATCH = 32
+"""Requests read at a time, newest first, looking for a path's last user prompt."""
 
 
 async def rewind(database: Database, session_id: str, scope: str | None, position: int) -> None:
@@ -197,23 +199,26 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
     """Every path of the session that ends in a segment's last message, oldest branch first."""
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
-        own = (
-            select(MessageRow.segment_pk, func.count().label('count'), func.max(MessageRow.created_at).label('last'))
-            .group_by(MessageRow.segment_pk)
-            .subquery()
-        )
+
+        # A segment's positions are consecutive and appended in order, so its last message (one index seek
+        # per segment) gives both its length and when it was last written: no scan of the messages.
+        def last(column: Any) -> Any:
+            """`column` of the segment's last message, as a subquery for each segment row."""
+            newest = select(column).where(MessageRow.segment_pk == SegmentRow.pk).order_by(MessageRow.position.desc())
+            return newest.limit(1).correlate(SegmentRow).scalar_subquery()
+
+        last_position, last_at = last(MessageRow.position), last(MessageRow.created_at)
         segments = (
             await db.execute(
-                select(SegmentRow, own.c.count, own.c.last)
-                .outerjoin(own, own.c.segment_pk == SegmentRow.pk)
+                select(SegmentRow, last_position, last_at)
                 .where(SegmentRow.session_pk == row.pk)
                 .order_by(SegmentRow.pk)
             )
         ).all()
         tree = {segment.pk: (segment.parent_pk, segment.starts_at) for segment, _, _ in segments}
         branches = []
-        for segment, count, last in segments:
-            length = segment.starts_at + (count or 0)
+        for segment, last_held, written_at in segments:
+            length = segment.starts_at if last_held is None else last_held + 1
             spans = spans_of(tree, segment.pk, length)
             branches.append(
                 Branch(
@@ -222,7 +227,7 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
                     message_count=length,
                     forked_at=None if segment.parent_pk is None else segment.starts_at,
                     parent=None if segment.parent_pk is None else str(segment.parent_pk),
-                    updated_at=utc(last if last is not None else segment.created_at),
+                    updated_at=utc(written_at if written_at is not None else segment.created_at),
                     preview=_preview(await _last_prompt(db, session_id, spans)),
                 )
             )
@@ -344,19 +349,29 @@ async def last_prompt_position(database: Database, session_id: str, scope: str |
 async def _last_prompt(db: AsyncSession, session_id: str, spans: list[Span]) -> tuple[int, str] | None:
     """The last user prompt on the path: its position and its text, flattened."""
     for span in reversed(spans):
-        rows = await db.execute(
-            select(MessageRow.position, MessageRow.payload)
-            .where(
-                MessageRow.segment_pk == span.segment_pk,
-                MessageRow.position >= span.start,
-                MessageRow.position < span.end,
-                MessageRow.kind == 'request',
-            )
-            .order_by(MessageRow.position.desc())
-        )
-        for at, payload in rows:
-            for part in reversed(decode(session_id, at, payload).parts):
-                if isinstance(part, UserPromptPart):
-                    text = part.content if isinstance(part.content, str) else ' '.join(map(str, part.content))
-                    return at, ' '.join(text.split())
+        end = span.end
+        while end > span.start:
+            # Newest first, a few at a time: the prompt is usually among the last requests, and a long
+            # branch shouldn't be read whole to find it.
+            rows = (
+                await db.execute(
+                    select(MessageRow.position, MessageRow.payload)
+                    .where(
+                        MessageRow.segment_pk == span.segment_pk,
+                        MessageRow.position >= span.start,
+                        MessageRow.position < end,
+                        MessageRow.kind == 'request',
+                    )
+                    .order_by(MessageRow.position.desc())
+                    .limit(_PROMPT_BATCH)
+                )
+            ).all()
+            for at, payload in rows:
+                for part in reversed(decode(session_id, at, payload).parts):
+                    if isinstance(part, UserPromptPart):
+                        text = part.content if isinstance(part.content, str) else ' '.join(map(str, part.content))
+                        return at, ' '.join(text.split())
+            if len(rows) < _PROMPT_BATCH:
+                break
+            end = rows[-1][0]
     return None
