@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic_ai.messages import UserPromptPart
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -88,8 +88,8 @@ async def switch(database: Database, session_id: str, scope: str | None, tip: st
             raise ValueError(f'Session {session_id!r} has no branch {tip!r}; see its branches().')
         if target.pk == row.active_segment_pk:
             return
-        own = await db.scalar(select(func.count()).where(MessageRow.segment_pk == target.pk)) or 0
-        length = target.starts_at + own
+        last_held = await db.scalar(_newest(MessageRow.position, target.pk))
+        length = target.starts_at if last_held is None else last_held + 1
         spans = await path_spans(db, row.pk, target.pk, length)
         head_end, window_start = await _window_of(db, row, spans, saved=target)
         left = await entry_at(db, active_segment(row), row.message_count - 1)
@@ -202,12 +202,8 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
 
         # A segment's positions are consecutive and appended in order, so its last message (one index seek
         # per segment) gives both its length and when it was last written: no scan of the messages.
-        def last(column: Any) -> Any:
-            """`column` of the segment's last message, as a subquery for each segment row."""
-            newest = select(column).where(MessageRow.segment_pk == SegmentRow.pk).order_by(MessageRow.position.desc())
-            return newest.limit(1).correlate(SegmentRow).scalar_subquery()
-
-        last_position, last_at = last(MessageRow.position), last(MessageRow.created_at)
+        last_position = _newest(MessageRow.position, SegmentRow.pk).correlate(SegmentRow).scalar_subquery()
+        last_at = _newest(MessageRow.created_at, SegmentRow.pk).correlate(SegmentRow).scalar_subquery()
         segments = (
             await db.execute(
                 select(SegmentRow, last_position, last_at)
@@ -232,6 +228,11 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
                 )
             )
     return branches
+
+
+def _newest(column: Any, segment_pk: Any) -> Select[Any]:
+    """`column` of a segment's last message: one index seek, since a segment's positions are appended in order."""
+    return select(column).where(MessageRow.segment_pk == segment_pk).order_by(MessageRow.position.desc()).limit(1)
 
 
 def _preview(prompt: tuple[int, str] | None) -> str | None:
