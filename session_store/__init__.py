@@ -4,20 +4,24 @@ and windows rebuilt from them without reading the archive."""
 from ._engine import DEFAULT_URL
 from ._run_state import WindowProcessor
 from .conversations import SQLConversationStore
-from .errors import SchemaMismatch, SessionConflict, SessionNotFound, StoreError
+from .encryption import Encryption
+from .errors import KeyUnavailable, SchemaMismatch, SessionConflict, SessionNotFound, StoreError
 from .exports import ExportedSegment, ExportedSummary, ExportError, SessionExport
 from .recall import Recall
-from .results import Removed, SearchHit, SessionInfo, SessionWindow, StoredSummary
+from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, StoredSummary
 from .session import Session
 from .store import SessionStore
 
 __all__ = (
     'DEFAULT_URL',
+    'Encryption',
     'ExportError',
     'ExportedSegment',
     'ExportedSummary',
+    'KeyUnavailable',
     'Recall',
     'Removed',
+    'Resealed',
     'SQLConversationStore',
     'SchemaMismatch',
     'SearchHit',

@@ -6,6 +6,7 @@ all write through here, so a message is stored one way whoever stores it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -15,13 +16,12 @@ from sqlalchemy import Insert, String, bindparam, cast, insert, literal, select,
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from processors import message_text
-
 from ._codec import dump_message, dump_usage, now
-from ._database import Database
+from ._database import Database, find_session
 from ._driver import fetch_row
 from ._ids import new_token
 from ._run_state import NewSummary
+from ._sealing import SEALED, Vault
 from ._tree import Span, on_path
 from .errors import SessionConflict
 from .rows import Base, MessageRow, SegmentRow, SessionRow, SummaryRow
@@ -38,6 +38,7 @@ __all__ = (
     'new_session_row',
     'open_session',
     'summary_row',
+    'write_metadata',
 )
 
 
@@ -49,8 +50,8 @@ def new_session_row(
     head_end: int = 0,
     window_start: int = 0,
     usage: dict[str, Any] | None = None,
-    metadata: dict[str, Any] | None = None,
 ) -> SessionRow:
+    """A new session's row; its metadata is set once its key is known, from its primary key (`seal_metadata`)."""
     moment = now()
     return SessionRow(
         session_id=session_id,
@@ -61,7 +62,7 @@ def new_session_row(
         window_start=window_start,
         usage=usage or {},
         branches=[],
-        metadata_=metadata or {},
+        metadata_={},
         created_at=moment,
         updated_at=moment,
     )
@@ -134,8 +135,25 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
         )
 
 
+async def write_metadata(database: Database, session_id: str, scope: str | None, metadata: dict[str, Any]) -> None:
+    """Replace a session's metadata, sealed under its key when the store encrypts."""
+    try:
+        valid = isinstance(metadata, dict) and json.loads(json.dumps(metadata)) == metadata
+    except (TypeError, ValueError):
+        valid = False
+    if not valid:
+        raise ValueError(f'metadata must be a dict of JSON values with string keys; got {metadata!r:.80}.')
+
+    async def work(db: AsyncSession) -> None:
+        row = await find_session(db, session_id, scope)
+        row.metadata_ = database.sealer.vault(session_id, row.pk).seal_json('metadata', metadata)
+        row.updated_at = now()
+
+    await database.write(session_id, work)
+
+
 def message_rows(
-    session_pk: int,
+    vault: Vault,
     segment_pk: int,
     start: int,
     messages: Sequence[ModelMessage],
@@ -144,17 +162,17 @@ def message_rows(
 ) -> list[dict[str, Any]]:
     """`messages` as rows at positions `start..` of a segment, with new entry ids unless the caller's have them."""
     moment = now()
+    search_text = vault.sealer.search_text
     return [
         {
-            'session_pk': session_pk,
+            'session_pk': vault.session_pk,
             'segment_pk': segment_pk,
             'position': start + offset,
             'entry_id': entry_ids[offset] if entry_ids is not None else new_token(),
             'run_id': getattr(message, 'run_id', None),
             'kind': message.kind,
-            'payload': dump_message(message),
-            # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
-            'text': message_text(message).replace('\x00', ''),
+            'payload': vault.seal('message', dump_message(message)),
+            'text': search_text(message),
             'tokens': count,
             'created_at': moment,
         }
@@ -163,16 +181,16 @@ def message_rows(
 
 
 def summary_row(
-    session_pk: int, segment_pk: int, previous: int | None, summary: NewSummary, created_at: datetime
+    vault: Vault, segment_pk: int, previous: int | None, summary: NewSummary, created_at: datetime
 ) -> dict[str, Any]:
     """`summary`, made on the segment's path, as the row linking after `previous`."""
     return {
-        'session_pk': session_pk,
+        'session_pk': vault.session_pk,
         'segment_pk': segment_pk,
         'previous_pk': previous,
         'covers_from': summary.covers_from,
         'covers_to': summary.covers_to,
-        'text': summary.text,
+        'text': vault.seal('summary', summary.text),
         'tokens': summary.tokens,
         'model_name': summary.model_name,
         'usage': dump_usage(summary.usage),
@@ -215,29 +233,59 @@ async def insert_messages(db: AsyncSession, rows: Sequence[dict[str, Any]]) -> N
 
 async def insert_summary(
     db: AsyncSession,
-    session_pk: int,
+    vault: Vault,
     segment_pk: int,
     previous: int | None,
     summary: NewSummary,
     created_at: datetime,
 ) -> int:
     """Store `summary`, made on the segment's path, as the link after `previous`; its primary key."""
-    pk = await db.scalar(SUMMARY_INSERT, summary_row(session_pk, segment_pk, previous, summary, created_at))
+    pk = await db.scalar(SUMMARY_INSERT, summary_row(vault, segment_pk, previous, summary, created_at))
     assert pk is not None
     return int(pk)
 
 
-async def copy_path(db: AsyncSession, spans: Sequence[Span], end: int, session_pk: int, segment_pk: int) -> int:
-    """Copy the path's messages below `end` into a session's segment, at the same positions; how many were copied.
+async def copy_path(
+    db: AsyncSession, spans: Sequence[Span], end: int, source: Vault, target: Vault, segment_pk: int
+) -> int:
+    """Copy the path's messages below `end` into another session's segment, at the same positions; how many were copied.
 
-    One INSERT ... SELECT, so the payloads never leave the database. Copies keep their payload, text,
-    token count and timestamp, and get entry ids `<fresh token>-<position>`: unique, because the token is new.
+    Copies keep their payload, search text, token count and timestamp, and get entry ids `<fresh token>-<position>`:
+    unique, because the token is new. A clear store copies with one INSERT ... SELECT, so the payloads never
+    leave the database; a sealed payload is opened and sealed again under the target session's own key.
     """
+    prefix = new_token() + '-'
+    if not source.sealer.encrypting:
+        sealed = select(MessageRow.position, MessageRow.payload).where(MessageRow.payload.startswith(SEALED))
+        found = (await db.execute(on_path(sealed, spans, (0, end)).limit(1))).first()
+        if found is None:
+            return await _copy_clear(db, spans, end, prefix, target.session_pk, segment_pk)
+        source.message(*found)  # raises: this store has no key for it, and a copy must never hold what it can't read
+    read = select(MessageRow.position, MessageRow.payload, MessageRow.tokens, MessageRow.created_at)
+    found_rows = (await db.execute(on_path(read, spans, (0, end)))).all()
+    messages = [source.message(position, payload) for position, payload, _, _ in found_rows]
+    rows = message_rows(
+        target,
+        segment_pk,
+        0,
+        messages,
+        [tokens for *_, tokens, _ in found_rows],
+        [f'{prefix}{p}' for p, *_ in found_rows],
+    )
+    for row, (*_, created_at) in zip(rows, found_rows, strict=True):
+        row['created_at'] = created_at
+    await insert_messages(db, rows)
+    return len(rows)
+
+
+async def _copy_clear(
+    db: AsyncSession, spans: Sequence[Span], end: int, prefix: str, session_pk: int, segment_pk: int
+) -> int:
     copy = select(
         literal(session_pk),
         literal(segment_pk),
         MessageRow.position,
-        literal(new_token() + '-', String) + cast(MessageRow.position, String),
+        literal(prefix, String) + cast(MessageRow.position, String),
         MessageRow.run_id,
         MessageRow.kind,
         MessageRow.payload,

@@ -17,10 +17,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from processors import tool_call_ids
 
 from ._archive import add_root_segment, copy_path, insert_segment, insert_summary, new_session_row
-from ._codec import decode, load_usage, now, utc
+from ._codec import load_usage, now, utc
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
 from ._run_state import NewSummary
+from ._sealing import Vault
 from ._tree import (
     Span,
     best_summary,
@@ -60,7 +61,7 @@ async def rewind(database: Database, session_id: str, scope: str | None, positio
         if position == row.message_count:
             return
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
-        await _check_pair_safe(db, session_id, spans, position)
+        await _check_pair_safe(db, database.sealer.vault(session_id, row.pk), spans, position)
         parent = span_at(spans, position - 1).segment_pk if position > 0 else None
         left = await entry_at(db, active_segment(row), row.message_count - 1)
         head_end, window_start = await _window_of(db, row, truncated(spans, position), prefix=True)
@@ -152,11 +153,12 @@ async def fork(
 
     async def work(db: AsyncSession) -> str | None:
         row = await find_session(db, session_id, scope)
+        source = database.sealer.vault(session_id, row.pk)
         if not isinstance(at, int) or not 0 <= at <= row.message_count:
             raise ValueError(f'at must be 0 to {row.message_count} (the active path length); got {at!r}.')
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
         if at < row.message_count:
-            await _check_pair_safe(db, session_id, spans, at)
+            await _check_pair_safe(db, source, spans, at)
         kept = truncated(spans, at)
         head_end = min(row.head_end, at)
         window_start = row.window_start if row.window_start < at else await _resumed_tail(db, row.pk, kept, head_end)
@@ -168,7 +170,6 @@ async def fork(
             message_count=at,
             head_end=head_end,
             window_start=window_start,
-            metadata=dict(row.metadata_),
         )
         db.add(copy)
         try:
@@ -177,19 +178,21 @@ async def fork(
             raise SessionConflict(
                 new_session_id, 'already exists', advice='Fork into another id, or delete that session first.'
             ) from None
+        target = database.sealer.vault(new_session_id, copy.pk)
+        copy.metadata_ = target.seal_json('metadata', source.open_json('metadata', row.metadata_))
         segment_pk = await add_root_segment(db, copy.pk)
-        await copy_path(db, kept, at, copy.pk, segment_pk)
+        await copy_path(db, kept, at, source, target, segment_pk)
         previous: int | None = None
         for summary in chain:
             made = NewSummary(
                 summary.covers_from,
                 summary.covers_to,
-                summary.text,
+                source.open('summary', summary.text),
                 summary.tokens,
                 summary.model_name,
                 load_usage(summary.usage),
             )
-            previous = await insert_summary(db, copy.pk, segment_pk, previous, made, summary.created_at)
+            previous = await insert_summary(db, target, segment_pk, previous, made, summary.created_at)
         return fork_scope
 
     return await database.write(new_session_id, work)
@@ -199,6 +202,7 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
     """Every path of the session that ends in a segment's last message, oldest branch first."""
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
+        vault = database.sealer.vault(session_id, row.pk)
 
         # A segment's positions are consecutive and appended in order, so its last message (one index seek
         # per segment) gives both its length and when it was last written: no scan of the messages.
@@ -224,7 +228,7 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
                     forked_at=None if segment.parent_pk is None else segment.starts_at,
                     parent=None if segment.parent_pk is None else str(segment.parent_pk),
                     updated_at=utc(written_at if written_at is not None else segment.created_at),
-                    preview=_preview(await _last_prompt(db, session_id, spans)),
+                    preview=_preview(await _last_prompt(db, vault, spans)),
                 )
             )
     return branches
@@ -248,13 +252,13 @@ def _segment_key(tip: str) -> int:
     return int(tip)
 
 
-async def _check_pair_safe(db: AsyncSession, session_id: str, spans: list[Span], position: int) -> None:
+async def _check_pair_safe(db: AsyncSession, vault: Vault, spans: list[Span], position: int) -> None:
     """Refuse a cut at `position` that would leave a tool call on one side and its return on the other."""
     query = on_path(select(MessageRow.position, MessageRow.payload), spans, (0, spans[-1].end))
     before: set[str] = set()
     after: set[str] = set()
     for at, payload in (await db.execute(query)).all():
-        (before if at < position else after).update(tool_call_ids(decode(session_id, at, payload)))
+        (before if at < position else after).update(tool_call_ids(vault.message(at, payload)))
     split = sorted(before & after)
     if split:
         raise ValueError(
@@ -343,11 +347,12 @@ async def last_prompt_position(database: Database, session_id: str, scope: str |
     """The position of the last user prompt on the active path; `None` if it has none."""
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
-        found = await _last_prompt(db, session_id, await path_spans(db, row.pk, active_segment(row), row.message_count))
+        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
+        found = await _last_prompt(db, database.sealer.vault(session_id, row.pk), spans)
     return None if found is None else found[0]
 
 
-async def _last_prompt(db: AsyncSession, session_id: str, spans: list[Span]) -> tuple[int, str] | None:
+async def _last_prompt(db: AsyncSession, vault: Vault, spans: list[Span]) -> tuple[int, str] | None:
     """The last user prompt on the path: its position and its text, flattened."""
     for span in reversed(spans):
         end = span.end
@@ -368,7 +373,7 @@ async def _last_prompt(db: AsyncSession, session_id: str, spans: list[Span]) -> 
                 )
             ).all()
             for at, payload in rows:
-                for part in reversed(decode(session_id, at, payload).parts):
+                for part in reversed(vault.message(at, payload).parts):
                     if isinstance(part, UserPromptPart):
                         text = part.content if isinstance(part.content, str) else ' '.join(map(str, part.content))
                         return at, ' '.join(text.split())

@@ -20,6 +20,8 @@ from ._driver import transaction as driver_transaction
 from ._engine import SQLITE_BEGIN, create_engine, sqlite_path
 from ._ids import check_id
 from ._run_state import WindowCache
+from ._sealing import Sealer
+from .encryption import Encryption
 from .errors import SessionNotFound, StoreError
 from .rows import SessionRow
 
@@ -37,8 +39,17 @@ class Database:
     begins IMMEDIATE and retries a refused lock, so "database is locked" never reaches a user.
     """
 
-    def __init__(self, url: URL, *, migrate_empty: bool = True, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        url: URL,
+        *,
+        migrate_empty: bool = True,
+        read_only: bool = False,
+        encryption: Encryption | None = None,
+    ) -> None:
         self.url = url
+        self.sealer = Sealer(encryption)
+        """Seals the private values this store writes, and opens those it reads."""
         self.engine: AsyncEngine = create_engine(url, read_only=read_only)
         self.read_only = read_only
         self.backend = self.engine.dialect.name

@@ -6,8 +6,9 @@ from pydantic_ai.messages import ModelMessage
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._codec import decode, load_usage, utc
+from ._codec import load_usage, utc
 from ._database import Database, active_segment, find_session
+from ._sealing import Vault
 from ._tree import on_path, path_spans, summary_chain_on
 from .results import SessionInfo, StoredSummary
 from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
@@ -34,6 +35,7 @@ async def list_sessions(
     query = select(SessionRow, summaries, branches).join(chosen, chosen.c.pk == SessionRow.pk).order_by(*newest_first)
     async with database.read() as db:
         rows = (await db.execute(query)).all()
+    sealer = database.sealer
     return [
         SessionInfo(
             session_id=row.session_id,
@@ -43,7 +45,7 @@ async def list_sessions(
             usage=load_usage(row.usage),
             created_at=utc(row.created_at),
             updated_at=utc(row.updated_at),
-            metadata=row.metadata_,
+            metadata=sealer.open_json(row.session_id, row.pk, 'metadata', row.metadata_),
             branch_count=branch_count,
         )
         for row, count, branch_count in rows
@@ -70,7 +72,8 @@ async def read_history(
         if limit is not None:
             query = query.limit(limit)
         rows = (await db.execute(query)).all()
-    return [decode(session_id, position, payload) for position, payload in rows]
+    vault = database.sealer.vault(session_id, row.pk)
+    return [vault.message(position, payload) for position, payload in rows]
 
 
 async def _branch_end(db: AsyncSession, row: SessionRow, branch: str) -> tuple[int, int]:
@@ -92,16 +95,17 @@ async def read_summaries(database: Database, session_id: str, *, scope: str | No
         row = await find_session(db, session_id, scope)
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
         chain = await summary_chain_on(db, row.pk, spans, ending_by=row.window_start)
-    return [stored_summary(index, summary) for index, summary in enumerate(chain)]
+    vault = database.sealer.vault(session_id, row.pk)
+    return [stored_summary(vault, index, summary) for index, summary in enumerate(chain)]
 
 
-def stored_summary(index: int, summary: SummaryRow) -> StoredSummary:
-    """A summary row as the store hands it back, as link `index` of its chain."""
+def stored_summary(vault: Vault, index: int, summary: SummaryRow) -> StoredSummary:
+    """A summary row as the store hands it back (opened), as link `index` of its chain."""
     return StoredSummary(
         index=index,
         covers_from=summary.covers_from,
         covers_to=summary.covers_to,
-        text=summary.text,
+        text=vault.open('summary', summary.text),
         tokens=summary.tokens,
         model_name=summary.model_name,
         usage=load_usage(summary.usage),

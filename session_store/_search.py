@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import count
 from typing import Literal
 
+from pydantic_ai.messages import ModelMessage
 from sqlalchemy import Row, Select, and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._codec import decode
+from processors import message_text
+
 from ._database import Database, find_session
 from ._fulltext import rank_by_words, words
+from ._sealing import Sealer
 from ._telemetry import span
 from ._tree import active_paths
 from .results import SearchHit
@@ -21,8 +26,11 @@ __all__ = ('MAX_SEARCH', 'search')
 MAX_SEARCH = 1_000
 """The longest search text, in characters."""
 
-_HitRow = Row[str, str | None, int, str, str]
-"""A search hit as read: session id, scope, position, payload, text."""
+_HitRow = Row[str, int, str | None, int, str]
+"""A search hit as read: session id, session pk, scope, position, payload."""
+
+_PHRASE_PAGE = 200
+"""Candidates an encrypted store's phrase search opens at a time, checking each for the phrase."""
 
 
 async def search(
@@ -44,14 +52,13 @@ async def search(
         raise ValueError(f"match must be 'phrase' or 'words'; got {match!r}.")
     if branches not in ('active', 'all'):
         raise ValueError(f"branches must be 'active' or 'all'; got {branches!r}.")
-    query = (
-        select(SessionRow.session_id, SessionRow.scope, MessageRow.position, MessageRow.payload, MessageRow.text)
-        .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
-        .limit(limit)
-    )
+    query = select(
+        SessionRow.session_id, SessionRow.pk, SessionRow.scope, MessageRow.position, MessageRow.payload
+    ).join(SessionRow, SessionRow.pk == MessageRow.session_pk)
     if scope is not None:
         query = query.where(SessionRow.scope == scope)
-    rows: Sequence[_HitRow]
+    sealer = database.sealer
+    found: list[tuple[_HitRow, ModelMessage]]
     with span('search', database.backend, session_id, match=match, branches=branches) as current:
         async with database.read() as db:
             session_pk = None
@@ -68,28 +75,78 @@ async def search(
                         MessageRow.position < path.c.end,
                     ),
                 )
-            if match == 'phrase':
-                escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
-                phrase = MessageRow.text.ilike(f'%{escaped}%', escape='\\')
-                rows = (await db.execute(query.where(phrase).order_by(MessageRow.pk.desc()))).all()
+            matching = _Matching(db, database.engine.dialect.name, query, sealer, session_pk)
+            if match == 'words':
+                found = await matching.words(text, limit)
+            elif sealer.encrypting:
+                found = await matching.phrase_in_sealed(text, limit)
             else:
-                rows = await _by_words(db, database.engine.dialect.name, query, text, session_pk)
-        current.set_attribute('session_store.hits', len(rows))
+                found = await matching.phrase(text, limit)
+        current.set_attribute('session_store.hits', len(found))
     return [
-        SearchHit(session_id=sid, scope=sc, position=pos, message=decode(sid, pos, payload), text=found)
-        for sid, sc, pos, payload, found in rows
+        SearchHit(session_id=sid, scope=sc, position=pos, message=message, text=_text(message))
+        for (sid, _, sc, pos, _), message in found
     ]
 
 
-async def _by_words(
-    db: AsyncSession, dialect: str, query: Select[str, str | None, int, str, str], text: str, session_pk: int | None
-) -> list[_HitRow]:
-    """Messages with every word of `text` (a selective query the index answers), else with any of them."""
-    terms = words(text)
-    if not terms:
+@dataclass
+class _Matching:
+    """One search's query, narrowed to matching messages each way a search can match."""
+
+    db: AsyncSession
+    dialect: str
+    query: Select[str, int, str | None, int, str]
+    sealer: Sealer
+    session_pk: int | None
+
+    async def phrase(self, text: str, limit: int) -> list[tuple[_HitRow, ModelMessage]]:
+        """Messages whose text holds `text` as typed (any case), newest first: a LIKE over clear text."""
+        escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
+        phrase = MessageRow.text.ilike(f'%{escaped}%', escape='\\')
+        return self._opened(await self._rows(self.query.where(phrase).order_by(MessageRow.pk.desc()).limit(limit)))
+
+    async def phrase_in_sealed(self, text: str, limit: int) -> list[tuple[_HitRow, ModelMessage]]:
+        """The same, where the index holds blind words: messages with every word, opened and checked for the phrase.
+
+        Whole words only (a blind index can't match part of one), best match first.
+        """
+        terms = self._terms(text)
+        if not terms:
+            return []
+        wanted = text.lower()
+        ranked = rank_by_words(self.query, self.dialect, terms, every=True, session_pk=self.session_pk)
+        found: list[tuple[_HitRow, ModelMessage]] = []
+        for offset in count(0, _PHRASE_PAGE):
+            rows = await self._rows(ranked.limit(_PHRASE_PAGE).offset(offset))
+            found += [(row, message) for row, message in self._opened(rows) if wanted in _text(message).lower()]
+            if len(found) >= limit or len(rows) < _PHRASE_PAGE:
+                return found[:limit]
+        raise AssertionError('unreachable')
+
+    async def words(self, text: str, limit: int) -> list[tuple[_HitRow, ModelMessage]]:
+        """Messages with every word of `text` (a selective query the index answers), else with any of them."""
+        terms = self._terms(text)
+        if not terms:
+            return []
+        for every in (True, False) if len(terms) > 1 else (True,):
+            # Nothing with every word: rank what has any (slower, since common words match widely).
+            ranked = rank_by_words(self.query, self.dialect, terms, every=every, session_pk=self.session_pk)
+            rows = await self._rows(ranked.limit(limit))
+            if rows:
+                return self._opened(rows)
         return []
-    rows = list((await db.execute(rank_by_words(query, dialect, terms, every=True, session_pk=session_pk))).all())
-    if not rows and len(terms) > 1:
-        # Nothing has every word: rank what has any (slower, since common words match widely).
-        rows = list((await db.execute(rank_by_words(query, dialect, terms, every=False, session_pk=session_pk))).all())
-    return rows
+
+    def _terms(self, text: str) -> list[list[str]]:
+        """Each word of `text` in the forms the index may hold it: clear, and blind under each key."""
+        return [self.sealer.search_terms(word) for word in words(text)]
+
+    async def _rows(self, query: Select[str, int, str | None, int, str]) -> Sequence[_HitRow]:
+        return (await self.db.execute(query)).all()
+
+    def _opened(self, rows: Sequence[_HitRow]) -> list[tuple[_HitRow, ModelMessage]]:
+        return [(row, self.sealer.message(row[0], row[1], row[3], row[4])) for row in rows]
+
+
+def _text(message: ModelMessage) -> str:
+    """The text a hit shows: what the message says, as a clear store indexes it."""
+    return message_text(message).replace('\x00', '')

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._archive import insert_messages, insert_segment, insert_summary, message_rows, new_session_row
-from ._codec import decode, dump_usage, load_usage
+from ._codec import dump_usage, load_usage
 from ._database import Database, active_segment, find_session
 from ._ids import new_token
 from ._review import stored_summary
@@ -28,6 +28,7 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
     """The session as a document, its whole tree, read in one transaction."""
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
+        vault = database.sealer.vault(session_id, row.pk)
         segment_rows = (
             await db.scalars(select(SegmentRow).where(SegmentRow.session_pk == row.pk).order_by(SegmentRow.pk))
         ).all()
@@ -55,7 +56,7 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
                 raise StoreError(
                     f'Session {session_id!r}: a branch has no message at position {segment.end}; nothing was exported.'
                 )
-            segment.messages.append(decode(session_id, position, payload))
+            segment.messages.append(vault.message(position, payload))
             segment.tokens.append(count)
         summary_rows = (
             await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk))
@@ -75,7 +76,7 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
         tokens=tokens,
         summaries=[
             ExportedSummary(
-                **vars(stored_summary(index, summary)),
+                **vars(stored_summary(vault, index, summary)),
                 segment=keys[summary.segment_pk],
                 previous=None if summary.previous_pk is None else numbers.get(summary.previous_pk),
             )
@@ -84,13 +85,13 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
         head_end=row.head_end,
         window_start=row.window_start,
         usage=load_usage(row.usage),
-        metadata=row.metadata_,
+        metadata=vault.open_json('metadata', row.metadata_),
         segments=segments,
         active_segment=active,
         branches=[located[tip] for tip in row.branches if tip in located],
         forked_from=row.forked_from,
         forked_at=row.forked_at,
-        deferred_tool_requests=row.deferred_tool_requests,
+        deferred_tool_requests=vault.open_json('deferred tool requests', row.deferred_tool_requests),
     )
 
 
@@ -113,14 +114,12 @@ async def write_import(database: Database, document: SessionExport, session_id: 
             head_end=document.head_end,
             window_start=document.window_start,
             usage=dump_usage(document.usage),
-            metadata=document.metadata,
         )
         row.branches = [
             entry_ids[segment][position - document.segments[segment].starts_at]
             for segment, position in document.branches
         ]
         row.forked_from, row.forked_at = document.forked_from, document.forked_at
-        row.deferred_tool_requests = document.deferred_tool_requests
         db.add(row)
         try:
             await db.flush()
@@ -130,6 +129,10 @@ async def write_import(database: Database, document: SessionExport, session_id: 
                 'already exists',
                 advice='Import it under another id, or delete the existing session first.',
             ) from None
+        # Sealed under the session's own key, which comes from the primary key the flush gave it.
+        vault = database.sealer.vault(session_id, row.pk)
+        row.metadata_ = vault.seal_json('metadata', document.metadata)
+        row.deferred_tool_requests = vault.seal_json('deferred tool requests', document.deferred_tool_requests)
         segment_pks: list[int] = []
         for key, segment in enumerate(document.segments):
             parent_pk = None if segment.parent is None else segment_pks[segment.parent]
@@ -144,7 +147,7 @@ async def write_import(database: Database, document: SessionExport, session_id: 
                 )
             )
             rows = message_rows(
-                row.pk, segment_pks[-1], segment.starts_at, segment.messages, segment.tokens, entry_ids[key]
+                vault, segment_pks[-1], segment.starts_at, segment.messages, segment.tokens, entry_ids[key]
             )
             await insert_messages(db, rows)
         row.active_segment_pk = segment_pks[document.active_segment]
@@ -153,6 +156,6 @@ async def write_import(database: Database, document: SessionExport, session_id: 
             summary = NewSummary(s.covers_from, s.covers_to, s.text, s.tokens, s.model_name, s.usage)
             previous = None if s.previous is None else summary_pks[s.previous]
             segment_pk = segment_pks[s.segment]
-            summary_pks.append(await insert_summary(db, row.pk, segment_pk, previous, summary, s.created_at))
+            summary_pks.append(await insert_summary(db, vault, segment_pk, previous, summary, s.created_at))
 
     await database.write(session_id, store)

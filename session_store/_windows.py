@@ -15,11 +15,12 @@ from sqlalchemy import JSON, DateTime, Integer, bindparam, column, func, select,
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ._archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
-from ._codec import decode, dump_usage, now
+from ._codec import dump_usage, now
 from ._database import Database
 from ._driver import Transaction, fetch_row
 from ._ids import check_id, new_token
 from ._run_state import LoadedWindow, RunRecord, StoredWindow, WindowProcessor, head_read
+from ._sealing import Vault
 from ._telemetry import span
 from ._tree import Span, on_path, path_spans, usable_summaries
 from .errors import SessionConflict, SessionNotFound
@@ -82,7 +83,7 @@ async def load_window(
         current.set_attribute('session_store.window.cached', window is not None)
         if window is None:
             async with database.connect() as db:
-                window = await _read_window(db, session_id, row)
+                window = await _read_window(db, database.sealer.vault(session_id, row.pk), row)
             database.windows.put(session_id, window)
         loaded = window.loaded(processor)
         current.set_attribute('session_store.window.messages', len(loaded.messages))
@@ -91,14 +92,14 @@ async def load_window(
     return loaded
 
 
-async def _read_window(db: AsyncConnection, session_id: str, row: _Head) -> StoredWindow:
+async def _read_window(db: AsyncConnection, vault: Vault, row: _Head) -> StoredWindow:
     """The window read from the archive: range scans along the active path, the archive between them skipped."""
     segment_pk = row.active_segment_pk
-    assert segment_pk is not None, f'session {session_id!r} has no active segment'
+    assert segment_pk is not None, f'session {vault.session_id!r} has no active segment'
     # A path that never left its root segment needs no walk through the tree.
     linear = [Span(segment_pk, 0, row.message_count)]
     spans = linear if row.forked is None else await path_spans(db, row.pk, segment_pk, row.message_count)
-    summary, next_summary_at = await _summaries_around(db, row.pk, spans, row.window_start)
+    summary, next_summary_at = await _summaries_around(db, vault, spans, row.window_start)
     head = (0, head_read(row.head_end, row.window_start))
     messages = MessageRow.__table__.c
     query = select(messages.position, messages.payload, messages.tokens)
@@ -112,14 +113,14 @@ async def _read_window(db: AsyncConnection, session_id: str, row: _Head) -> Stor
         window_start=row.window_start,
         summary=summary,
         next_summary_at=next_summary_at,
-        entries=tuple((position, decode(session_id, position, payload), tokens) for position, payload, tokens in rows),
+        entries=tuple((position, vault.message(position, payload), tokens) for position, payload, tokens in rows),
         usage=row.usage or {},
-        deferred_tool_requests=row.deferred_tool_requests,
+        deferred_tool_requests=vault.open_json('deferred tool requests', row.deferred_tool_requests),
     )
 
 
 async def _summaries_around(
-    db: AsyncConnection, session_pk: int, spans: list[Span], window_start: int
+    db: AsyncConnection, vault: Vault, spans: list[Span], window_start: int
 ) -> tuple[tuple[int, str] | None, int | None]:
     """The summary a window starting at `window_start` builds on, and where the next one on the path ends.
 
@@ -128,7 +129,7 @@ async def _summaries_around(
     tell whether moving its start would reach it.
     """
     summaries = SummaryRow.__table__.c
-    on_path_ = (summaries.session_pk == session_pk, usable_summaries(spans))
+    on_path_ = (summaries.session_pk == vault.session_pk, usable_summaries(spans))
     widest = select(func.max(summaries.covers_to)).where(*on_path_, summaries.covers_to <= window_start)
     rows = (
         await db.execute(
@@ -140,7 +141,7 @@ async def _summaries_around(
     before = [(covers_to, pk, text) for pk, text, covers_to in rows if covers_to <= window_start]
     after = [covers_to for _, _, covers_to in rows if covers_to > window_start]
     best = max(before, default=None)
-    return (None if best is None else (best[1], best[2])), min(after, default=None)
+    return (None if best is None else (best[1], vault.open('summary', best[2]))), min(after, default=None)
 
 
 _ADVANCE = (
@@ -203,6 +204,7 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         SessionConflict: Another run was stored since `loaded` was read; nothing was written.
     """
     revision = new_token()
+    vault = database.sealer.vault(session_id, loaded.session_pk)
     summary_pks: list[int] = []
     moving = {
         'b_pk': loaded.session_pk,
@@ -212,10 +214,10 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         'head_end': record.head_end,
         'window_start': record.window_start,
         'usage': dump_usage(record.usage),
-        'deferred_tool_requests': record.deferred_tool_requests,
+        'deferred_tool_requests': vault.seal_json('deferred tool requests', record.deferred_tool_requests),
         'updated_at': now(),
     }
-    rows = message_rows(loaded.session_pk, loaded.segment_pk, loaded.message_count, record.messages, record.tokens)
+    rows = message_rows(vault, loaded.segment_pk, loaded.message_count, record.messages, record.tokens)
 
     async def append(db: Transaction) -> None:
         summary_pks.clear()
@@ -225,7 +227,7 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
             await db.execute_many(MESSAGE_INSERT, rows)
         previous = loaded.summary_pk
         for summary in record.summaries:
-            row = summary_row(loaded.session_pk, loaded.segment_pk, previous, summary, now())
+            row = summary_row(vault, loaded.segment_pk, previous, summary, now())
             previous = int(await db.scalar(SUMMARY_INSERT, row))
             summary_pks.append(previous)
 

@@ -40,10 +40,11 @@ from processors import TokenCounter, count_tokens
 
 from ._archive import add_root_segment, copy_path, insert_messages, message_rows
 from ._branches import move_head
-from ._codec import decode, dump_usage, load_usage, now, utc
+from ._codec import dump_usage, load_usage, now, utc
 from ._database import Database
 from ._ids import check_id, new_token
 from ._retention import delete_rows
+from ._sealing import Sealer, Vault
 from ._tree import entry_at, on_path, path_spans, spans_of
 from .errors import SessionConflict
 from .rows import MessageRow, SegmentRow, SessionRow
@@ -79,8 +80,8 @@ def _head_entry_id() -> Any:
     return func.coalesce(in_active.scalar_subquery(), in_parent.scalar_subquery())
 
 
-def _entries_query() -> Select[str, int, str, str | None, str]:
-    """Message rows as entries: (session_id, position, entry_id, parent entry_id, payload).
+def _entries_query() -> Select[str, int, int, str, str | None, str]:
+    """Message rows as entries: (session_id, session pk, position, entry_id, parent entry_id, payload).
 
     A segment's first message continues the segment it forked from; any other, its own segment.
     """
@@ -88,6 +89,7 @@ def _entries_query() -> Select[str, int, str, str | None, str]:
     return (
         select(
             SessionRow.session_id,
+            SessionRow.pk,
             MessageRow.position.label('position'),  # named, for the union `on_path` orders by it
             MessageRow.entry_id,
             _Parent.entry_id.label('parent_id'),
@@ -100,13 +102,14 @@ def _entries_query() -> Select[str, int, str, str | None, str]:
     )
 
 
-def _entry(row: Row[str, int, str, str | None, str]) -> ConversationEntry:
-    session_id, position, entry_id, parent_id, payload = row
-    return ConversationEntry(id=entry_id, parent_id=parent_id, message=decode(session_id, position, payload))
+def _entry(sealer: Sealer, row: Row[str, int, int, str, str | None, str]) -> ConversationEntry:
+    session_id, session_pk, position, entry_id, parent_id, payload = row
+    message = sealer.message(session_id, session_pk, position, payload)
+    return ConversationEntry(id=entry_id, parent_id=parent_id, message=message)
 
 
-def _record(row: SessionRow, head_id: str | None) -> ConversationRecord:
-    deferred = row.deferred_tool_requests
+def _record(sealer: Sealer, row: SessionRow, head_id: str | None) -> ConversationRecord:
+    deferred = sealer.open_json(row.session_id, row.pk, 'deferred tool requests', row.deferred_tool_requests)
     return ConversationRecord(
         conversation_id=row.session_id,
         head_id=head_id,
@@ -168,7 +171,7 @@ class SQLConversationStore(ConversationStore):
             found = (
                 await db.execute(select(SessionRow, _head_entry_id()).where(SessionRow.session_id == conversation_id))
             ).first()
-        return None if found is None else _record(found[0], found[1])
+        return None if found is None else _record(self._database.sealer, found[0], found[1])
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
@@ -182,7 +185,7 @@ class SQLConversationStore(ConversationStore):
             query = query.limit(limit)
         async with self._database.read() as db:
             rows = (await db.execute(query)).all()
-        return [_record(row, head_id) for row, head_id in rows]
+        return [_record(self._database.sealer, row, head_id) for row, head_id in rows]
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         """The entry with this id, with its parent, in one SELECT.
@@ -194,7 +197,7 @@ class SQLConversationStore(ConversationStore):
             found = (await db.execute(_entries_query().where(MessageRow.entry_id == entry_id))).first()
         if found is None:
             raise LookupError(f'No conversation entry {entry_id!r} in the store.')
-        return _entry(found)
+        return _entry(self._database.sealer, found)
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
         """The entries up to and including `head_id`, oldest first, or only the last `limit`.
@@ -231,7 +234,7 @@ class SQLConversationStore(ConversationStore):
             )
             start = 0 if limit is None else max(0, position + 1 - limit)
             rows = (await db.execute(on_path(_entries_query(), spans, (start, position + 1)))).all()
-        return [_entry(row) for row in rows]
+        return [_entry(self._database.sealer, row) for row in rows]
 
     # Writing
 
@@ -271,9 +274,18 @@ class SQLConversationStore(ConversationStore):
                 session_pk, segment_pk, start = await self._create(db, record, new_entries)
             else:
                 session_pk, segment_pk, start = await self._advance(db, record, new_entries, expected_revision)
+            vault = self._database.sealer.vault(conversation_id, session_pk)
+            if record.deferred_tool_requests is not None:
+                # Sealed under the session's key, known only now: a paused run's requests take one more UPDATE.
+                deferred = _DEFERRED.dump_python(record.deferred_tool_requests, mode='json')
+                await db.execute(
+                    update(SessionRow)
+                    .where(SessionRow.pk == session_pk)
+                    .values(deferred_tool_requests=vault.seal_json('deferred tool requests', deferred))
+                )
             messages = [e.message for e in new_entries]
             entry_ids = [e.id for e in new_entries]
-            await insert_messages(db, message_rows(session_pk, segment_pk, start, messages, tokens, entry_ids))
+            await insert_messages(db, message_rows(vault, segment_pk, start, messages, tokens, entry_ids))
 
     async def _create(
         self, db: AsyncSession, record: ConversationRecord, new_entries: Sequence[ConversationEntry]
@@ -307,7 +319,8 @@ class SQLConversationStore(ConversationStore):
         segment_pk = await add_root_segment(db, session_pk)
         if new_entries or record.head_id is None:
             return session_pk, segment_pk, 0
-        copied = await _copy_history(db, record.head_id, session_pk, segment_pk)
+        target = self._database.sealer.vault(conversation_id, session_pk)
+        copied = await _copy_history(db, record.head_id, target, segment_pk)
         if copied == 0:
             # The forked-from entry was deleted (or never existed) since the fork read it.
             raise SessionConflict(
@@ -383,14 +396,16 @@ class SQLConversationStore(ConversationStore):
 
 
 def _record_columns(record: ConversationRecord) -> dict[str, Any]:
-    """The session columns a record carries (the head is not one: it is derived from `message_count`)."""
-    deferred = record.deferred_tool_requests
+    """The session columns a record carries, but its deferred tool requests (sealed once the row's key is known).
+
+    The head is not one either: it is derived from `message_count`.
+    """
     return {
         'session_id': record.conversation_id,
         'scope': record.scope,
         'revision': record.revision,
         'usage': dump_usage(record.usage),
-        'deferred_tool_requests': None if deferred is None else _DEFERRED.dump_python(deferred, mode='json'),
+        'deferred_tool_requests': None,
         'forked_from': record.forked_from,
         'forked_at': record.forked_at,
         'branches': list(record.branches),
@@ -398,19 +413,20 @@ def _record_columns(record: ConversationRecord) -> dict[str, Any]:
     }
 
 
-async def _copy_history(db: AsyncSession, head_id: str, session_pk: int, segment_pk: int) -> int:
+async def _copy_history(db: AsyncSession, head_id: str, target: Vault, segment_pk: int) -> int:
     """Copy the messages up to and including entry `head_id` into a session's segment; how many were copied."""
     head = (
         await db.execute(
-            select(MessageRow.session_pk, MessageRow.segment_pk, MessageRow.position).where(
-                MessageRow.entry_id == head_id
-            )
+            select(SessionRow.session_id, MessageRow.session_pk, MessageRow.segment_pk, MessageRow.position)
+            .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
+            .where(MessageRow.entry_id == head_id)
         )
     ).first()
     if head is None:
         return 0
     spans = await path_spans(db, head.session_pk, head.segment_pk, head.position + 1)
-    return await copy_path(db, spans, head.position + 1, session_pk, segment_pk)
+    source = target.sealer.vault(head.session_id, head.session_pk)
+    return await copy_path(db, spans, head.position + 1, source, target, segment_pk)
 
 
 async def _locate(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_ai.conversation_store import ConversationConflict
 
-__all__ = ('SchemaMismatch', 'SessionConflict', 'SessionNotFound', 'StoreError')
+__all__ = ('KeyUnavailable', 'SchemaMismatch', 'SessionConflict', 'SessionNotFound', 'StoreError')
 
 
 class StoreError(Exception):
@@ -13,6 +13,18 @@ class StoreError(Exception):
 
 class SchemaMismatch(StoreError):
     """The database's schema is not the revision this version of session-store uses."""
+
+
+class KeyUnavailable(StoreError):
+    """A stored value is encrypted with a key this store was not given, or with another secret under its id.
+
+    Nothing is skipped: the read that met it fails as a whole, naming the session and the key id.
+    """
+
+    def __init__(self, session_id: str, key_id: str, message: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.key_id = key_id
 
 
 class SessionNotFound(StoreError, LookupError):

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-__all__ = ('Branch', 'Removed', 'SearchHit', 'SessionInfo', 'SessionWindow', 'StoredSummary')
+__all__ = ('Branch', 'Removed', 'Resealed', 'SearchHit', 'SessionInfo', 'SessionWindow', 'StoredSummary')
 
 
 @dataclass(frozen=True)
@@ -99,3 +99,19 @@ class Removed:
     messages: int
     """Archived messages, every branch's."""
     summaries: int
+
+
+@dataclass(frozen=True)
+class Resealed:
+    """What a `rekey()` or `encrypt()` pass did: values sealed again, and under which keys the store now is."""
+
+    messages: int
+    """Message payloads (with their search text) sealed under the current key in this pass."""
+    summaries: int
+    """Summaries sealed in this pass."""
+    sessions: int
+    """Sessions whose metadata or deferred tool requests were sealed in this pass."""
+    by_key: dict[str, int]
+    """Every stored value the pass read, by the id of the key it is sealed with now."""
+    clear: int
+    """Values it read that are still stored clear (none after `rekey()` or `encrypt()` completes)."""

@@ -45,11 +45,13 @@ class SessionRow(Base):
     window_start: Mapped[int] = mapped_column(Integer, default=0)
     """The position the window's tail starts at; what lies between is summarized or dropped."""
     usage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    deferred_tool_requests: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    deferred_tool_requests: Mapped[dict[str, Any] | str | None] = mapped_column(JSON)
+    """The tool calls a paused run waits on; in an encrypted store, sealed (a JSON string, see `_sealing`)."""
     forked_from: Mapped[str | None] = mapped_column(String(255))
     forked_at: Mapped[str | None] = mapped_column(String(64))
     branches: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    metadata_: Mapped[dict[str, Any]] = mapped_column('metadata', JSON, default=dict)
+    metadata_: Mapped[dict[str, Any] | str] = mapped_column('metadata', JSON, default=dict)
+    """The user's own data about the session; in an encrypted store, sealed (a JSON string)."""
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime] = mapped_column(index=True)
     lease_owner: Mapped[str | None] = mapped_column(String(64))
@@ -96,9 +98,9 @@ class MessageRow(Base):
     run_id: Mapped[str | None] = mapped_column(String(64))
     kind: Mapped[str] = mapped_column(String(16))
     payload: Mapped[str] = mapped_column(Text)
-    """The message as `ModelMessagesTypeAdapter` JSON, byte for byte."""
+    """The message as `ModelMessagesTypeAdapter` JSON, byte for byte; in an encrypted store, sealed."""
     text: Mapped[str] = mapped_column(Text)
-    """The text the message carries, for search."""
+    """The text the message carries, for search; in an encrypted store, the blind hashes of its words."""
     tokens: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime]
 
@@ -122,6 +124,7 @@ class SummaryRow(Base):
     covers_to: Mapped[int] = mapped_column(Integer)
     """One past the last position it folds in: the window's tail starts here."""
     text: Mapped[str] = mapped_column(Text)
+    """The summary; in an encrypted store, sealed."""
     tokens: Mapped[int] = mapped_column(Integer)
     model_name: Mapped[str | None] = mapped_column(String(255))
     usage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

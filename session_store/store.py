@@ -7,8 +7,9 @@ to the module that holds its concept (`_archive` for writes and windows, `_revie
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic_ai.messages import ModelMessage
 from sqlalchemy.engine import URL
@@ -16,12 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from processors import SlidingWindowProcessor
 
-from ._archive import open_session
+from ._archive import open_session, write_metadata
 from ._branches import fork
 from ._codec import now
 from ._database import Database
 from ._engine import DEFAULT_URL, database_url
 from ._ids import check_id
+from ._resealing import reseal
 from ._retention import remove_sessions, vacuum
 from ._review import list_sessions, read_history, read_summaries
 from ._run_state import WindowProcessor
@@ -30,9 +32,10 @@ from ._telemetry import span
 from ._transfer import read_export, write_import
 from ._windows import load_window
 from .conversations import SQLConversationStore
+from .encryption import Encryption
 from .exports import SessionExport
 from .recall import Recall
-from .results import Removed, SearchHit, SessionInfo, SessionWindow, StoredSummary
+from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, StoredSummary
 from .session import Session
 
 __all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
@@ -51,6 +54,11 @@ class SessionStore:
             schema revision is never changed implicitly: `migrate()` upgrades it.
         read_only: Open the database only to read it: a SQLite file is opened read-only (it must
             exist; read-only media work), nothing is ever migrated, and any write fails.
+        encryption: Encrypt the archive at rest under these keys (the `encryption` extra): message
+            payloads, summaries, session metadata and deferred tool requests are sealed per session
+            with AES-256-GCM, and search runs on a blind index of whole words. Ids, scopes, positions,
+            counts and times stay clear. A store opened without it still reads clear rows, and fails
+            on a sealed one with `KeyUnavailable`, never with an empty history.
     """
 
     def __init__(
@@ -60,10 +68,13 @@ class SessionStore:
         processor: WindowProcessor | None = None,
         migrate: bool = True,
         read_only: bool = False,
+        encryption: Encryption | None = None,
     ) -> None:
+        if encryption is not None and not isinstance(encryption, Encryption):
+            raise TypeError(f'encryption must be an Encryption(keys=...); got {type(encryption).__name__}.')
         self.url = database_url(url)
         self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
-        self._database = Database(self.url, migrate_empty=migrate, read_only=read_only)
+        self._database = Database(self.url, migrate_empty=migrate, read_only=read_only, encryption=encryption)
 
     def __repr__(self) -> str:
         return f'SessionStore({self.display_url!r})'
@@ -153,6 +164,15 @@ class SessionStore:
         """
         return await list_sessions(self._database, scope=scope, limit=limit, offset=offset)
 
+    async def set_metadata(self, session_id: str, metadata: dict[str, Any], *, scope: str | None = None) -> None:
+        """Replace the session's metadata (what `sessions()` lists with it) with `metadata`, a JSON object.
+
+        Raises:
+            ValueError: `metadata` is not a dict that JSON can hold.
+            SessionNotFound: No such session (under `scope`).
+        """
+        await write_metadata(self._database, session_id, scope, metadata)
+
     async def history(
         self,
         session_id: str,
@@ -204,6 +224,10 @@ class SessionStore:
                 words (stemmed), or if none has them all, with any; best match first.
             branches: `'active'`: each session's active path, what its history reads; `'all'`: every
                 branch too (a hit's position is then on the path of the branch holding it).
+
+        In an encrypted store the index holds blind words: both kinds of match then need whole words
+        (no stemming), and a phrase is found among the messages with each of its words, opened and
+        checked; see the README's "Encryption at rest".
         """
         return await search(
             self._database, text, scope=scope, session_id=session_id, limit=limit, match=match, branches=branches
@@ -248,6 +272,29 @@ class SessionStore:
         """Rewrite what could still hold deleted text (SQLite: full-text segments, free pages, the WAL;
         PostgreSQL: dead rows), so the database's bytes keep none of what `delete` and `prune` removed."""
         await vacuum(self._database)
+
+    async def rekey(self, *, batch_size: int = 500, on_batch: Callable[[Resealed], None] | None = None) -> Resealed:
+        """Seal every stored value again under the current key (the first of `Encryption.keys`).
+
+        Run it after putting a new key first: once it returns, nothing is under an older key, and
+        those keys can be dropped. It works in batches of `batch_size` rows, each its own transaction,
+        while the store stays in use; killed part way, running it again finishes the job. Clear values
+        are sealed too. `on_batch` hears the tally after every batch. Follow with `vacuum()`, so the
+        old ciphertexts and search words leave the database's bytes.
+
+        Raises:
+            StoreError: The store was opened without `encryption`.
+            KeyUnavailable: A value is sealed under a key the store wasn't given.
+        """
+        return await reseal(self._database, clear_only=False, batch_size=batch_size, on_batch=on_batch)
+
+    async def encrypt(self, *, batch_size: int = 500, on_batch: Callable[[Resealed], None] | None = None) -> Resealed:
+        """Seal every value still stored clear, in place: how an existing store becomes an encrypted one.
+
+        Batched and resumable as `rekey()` is; while it runs, clear and sealed rows both read correctly.
+        Follow with `vacuum()`, so no clear text survives in the database's bytes.
+        """
+        return await reseal(self._database, clear_only=True, batch_size=batch_size, on_batch=on_batch)
 
     async def fork(
         self,

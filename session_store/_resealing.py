@@ -1,0 +1,210 @@
+"""Sealing a store's values again: under the newest key (`rekey`), or for the first time (`encrypt`), in place.
+
+A pass walks each table in primary-key order, a batch of rows per transaction, and rewrites only the
+values not yet as wanted. A pass killed at any point leaves every batch it committed done and every
+other row as it was (clear or sealed, both readable), so running it again finishes the job: it skips
+what is done without opening it. Rows written meanwhile by runs are sealed under the newest key already.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+from sqlalchemy import Select, Table, bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ._codec import decode
+from ._database import Database
+from ._sealing import Kind, Sealer, key_id_of
+from .errors import StoreError
+from .results import Resealed
+from .rows import MessageRow, SessionRow, SummaryRow
+
+__all__ = ('reseal',)
+
+_messages, _summaries, _sessions = (cast(Table, row.__table__) for row in (MessageRow, SummaryRow, SessionRow))
+
+
+@dataclass
+class _Pass:
+    """One pass's running tally, handed to `on_batch` after every committed batch."""
+
+    sealer: Sealer
+    clear_only: bool
+    counts: Counter[str] = field(default_factory=Counter[str])
+    keys: Counter[str | None] = field(default_factory=Counter[str | None])
+
+    def wants(self, stored: Any) -> bool:
+        """Whether a stored value is to be sealed again: clear, or (rekeying) under an older key."""
+        if not stored:  # no metadata, no deferred tool requests: nothing to hide
+            return False
+        key_id = key_id_of(stored)
+        resealing = key_id is None if self.clear_only else key_id != self.sealer.current
+        self.keys[self.sealer.current if resealing else key_id] += 1
+        return resealing
+
+    def result(self) -> Resealed:
+        return Resealed(
+            messages=self.counts['messages'],
+            summaries=self.counts['summaries'],
+            sessions=self.counts['sessions'],
+            by_key={key: count for key, count in sorted(self.keys.items(), key=str) if key is not None},
+            clear=self.keys[None],
+        )
+
+
+async def reseal(
+    database: Database,
+    *,
+    clear_only: bool,
+    batch_size: int,
+    on_batch: Callable[[Resealed], None] | None = None,
+) -> Resealed:
+    """Seal every value not yet under the current key (`clear_only`: every clear value), in batches.
+
+    Raises:
+        StoreError: The store was opened without `Encryption`.
+        KeyUnavailable: A value is sealed with a key this store wasn't given; batches before it are kept.
+    """
+    sealer = database.sealer
+    if not sealer.encrypting:
+        raise StoreError(
+            'Sealing values needs keys: open the store with encryption=Encryption(keys=...) '
+            '(on the command line, $SESSION_STORE_KEYS or --key-file).'
+        )
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f'batch_size must be a positive integer; got {batch_size!r}.')
+    tally = _Pass(sealer, clear_only)
+    tables: tuple[_Values, ...] = (_MessageValues(), _SummaryValues(), _SessionValues())
+    for table in tables:
+        after = 0
+        while True:
+
+            async def batch(db: AsyncSession, table: _Values = table, after: int = after) -> tuple[int, int, int]:
+                rows = (await db.execute(table.read(after, batch_size))).all()
+                changed = [values for row in rows if (values := table.resealed(tally, row)) is not None]
+                if changed:
+                    await db.execute(table.write(), changed)
+                return (int(rows[-1][0]) if rows else after), len(rows), len(changed)
+
+            after, read, changed = await database.write(f'(every {table.name})', batch)
+            tally.counts[table.name] += changed
+            if on_batch is not None and read:
+                on_batch(tally.result())
+            if read < batch_size:
+                break
+    return tally.result()
+
+
+class _Values(Protocol):
+    """One table's sealed values: how a batch of them is read, sealed again and written back."""
+
+    name: str
+
+    def read(self, after: int, limit: int) -> Select[Any]: ...
+
+    def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None: ...
+
+    def write(self) -> Any: ...
+
+
+class _MessageValues:
+    """Message payloads, whose search text is made again with them (a blind index under the new key)."""
+
+    name = 'messages'
+
+    def read(self, after: int, limit: int) -> Select[Any]:
+        return (
+            select(
+                _messages.c.pk,
+                _sessions.c.session_id,
+                _messages.c.session_pk,
+                _messages.c.position,
+                _messages.c.payload,
+            )
+            .join(_sessions, _sessions.c.pk == _messages.c.session_pk)
+            .where(_messages.c.pk > after)
+            .order_by(_messages.c.pk)
+            .limit(limit)
+            .with_for_update(of=_messages)
+        )
+
+    def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None:
+        pk, session_id, session_pk, position, payload = row
+        if not tally.wants(payload):
+            return None
+        sealer = tally.sealer
+        opened = sealer.open(session_id, session_pk, 'message', payload, f'the message at position {position}')
+        message = decode(session_id, position, opened)
+        return {'b_pk': pk, 'payload': sealer.seal(session_pk, 'message', opened), 'text': sealer.search_text(message)}
+
+    def write(self) -> Any:
+        return (
+            _messages.update()
+            .where(_messages.c.pk == bindparam('b_pk'))
+            .values(payload=bindparam('payload'), text=bindparam('text'))
+        )
+
+
+class _SummaryValues:
+    name = 'summaries'
+
+    def read(self, after: int, limit: int) -> Select[Any]:
+        return (
+            select(_summaries.c.pk, _sessions.c.session_id, _summaries.c.session_pk, _summaries.c.text)
+            .join(_sessions, _sessions.c.pk == _summaries.c.session_pk)
+            .where(_summaries.c.pk > after)
+            .order_by(_summaries.c.pk)
+            .limit(limit)
+            .with_for_update(of=_summaries)
+        )
+
+    def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None:
+        pk, session_id, session_pk, text = row
+        if not tally.wants(text):
+            return None
+        opened = tally.sealer.open(session_id, session_pk, 'summary', text)
+        return {'b_pk': pk, 'text': tally.sealer.seal(session_pk, 'summary', opened)}
+
+    def write(self) -> Any:
+        return update(_summaries).where(_summaries.c.pk == bindparam('b_pk')).values(text=bindparam('text'))
+
+
+class _SessionValues:
+    """A session's metadata and deferred tool requests: locked with the row, as runs rewrite the latter."""
+
+    name = 'sessions'
+    _kinds: Sequence[tuple[str, Kind]] = (
+        ('metadata', 'metadata'),
+        ('deferred_tool_requests', 'deferred tool requests'),
+    )
+
+    def read(self, after: int, limit: int) -> Select[Any]:
+        return (
+            select(_sessions.c.pk, _sessions.c.session_id, _sessions.c.metadata, _sessions.c.deferred_tool_requests)
+            .where(_sessions.c.pk > after)
+            .order_by(_sessions.c.pk)
+            .limit(limit)
+            .with_for_update()
+        )
+
+    def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None:
+        pk, session_id, *stored = row
+        wanted = [tally.wants(value) for value in stored]
+        if not any(wanted):
+            return None
+        sealer = tally.sealer
+        values: dict[str, Any] = {'b_pk': pk}
+        for (column, kind), value in zip(self._kinds, stored, strict=True):
+            values[column] = sealer.seal_json(pk, kind, sealer.open_json(session_id, pk, kind, value))
+        return values
+
+    def write(self) -> Any:
+        return (
+            _sessions.update()
+            .where(_sessions.c.pk == bindparam('b_pk'))
+            .values(metadata=bindparam('metadata'), deferred_tool_requests=bindparam('deferred_tool_requests'))
+        )
