@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..encryption import ENV_KEYS
 from ..store import DEFAULT_URL
 from ._runtime import ENV_URL, Settings
 
@@ -20,15 +21,26 @@ def _set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> N
         settings.url, settings.named = value, True
 
 
+def _set_key_file(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(Settings).key_file = value
+
+
+_KEY_FILE_HELP = f'File of ID=SECRET keys, newest first, for an encrypted store (default: ${ENV_KEYS}).'
+
+
 def db_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    """`--db URL` on a subcommand, the same option the group takes."""
-    return click.option(
+    """`--db URL` and `--key-file FILE` on a subcommand, the same options the group takes."""
+    with_db = click.option(
         '--db',
         metavar='URL',
         expose_value=False,
         callback=_set_db,
         help=f'Database URL (default: ${ENV_URL}, else {DEFAULT_URL}).',
     )(function)
+    return click.option('--key-file', metavar='FILE', expose_value=False, callback=_set_key_file, help=_KEY_FILE_HELP)(
+        with_db
+    )
 
 
 def scope_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -57,6 +69,7 @@ pass_settings = click.make_pass_decorator(Settings, ensure=True)
     show_default=True,
     help='Database URL: sqlite+aiosqlite:///FILE or postgresql+asyncpg://USER:PASS@HOST/DB.',
 )
+@click.option('--key-file', metavar='FILE', expose_value=False, callback=_set_key_file, help=_KEY_FILE_HELP)
 @click.version_option(package_name='pydantic-ai-session-store', prog_name='session-store')
 @click.pass_context
 def main(ctx: click.Context, db: str) -> None:

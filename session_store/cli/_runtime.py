@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from .._engine import sqlite_path
+from ..encryption import Encryption
 from ..errors import StoreError
 from ..store import DEFAULT_URL, SessionStore, WindowProcessor
 
@@ -49,6 +50,15 @@ class Settings:
     url: str = DEFAULT_URL
     named: bool = False
     """Given as `--db` rather than taken from the environment or the default: suggested commands repeat it."""
+    key_file: str | None = None
+    """`--key-file`: the keys of an encrypted store, else `$SESSION_STORE_KEYS` holds them (or there are none)."""
+
+    def encryption(self) -> Encryption | None:
+        """The keys the store is opened with; a line saying what is wrong with them if they can't be read."""
+        try:
+            return Encryption.from_file(self.key_file) if self.key_file is not None else Encryption.from_env()
+        except (ValueError, ImportError) as error:
+            raise Failure(str(error)) from None
 
     @property
     def shown_url(self) -> str:
@@ -183,7 +193,13 @@ async def open_store(
     mistyped path says so instead of leaving an empty database there. `create` makes and migrates a
     new database.
     """
-    store = SessionStore(settings.url, processor=processor, migrate=access == 'create', read_only=access == 'read')
+    store = SessionStore(
+        settings.url,
+        processor=processor,
+        migrate=access == 'create',
+        read_only=access == 'read',
+        encryption=settings.encryption(),
+    )
     try:
         _check_file(settings, store, access)
         try:

@@ -1,0 +1,88 @@
+"""Encryption at rest from the command line: `keygen` makes a key, `encrypt` seals a clear store, `rekey` rotates.
+
+The keys come from `--key-file FILE` or `$SESSION_STORE_KEYS` (`ID=SECRET` pairs, newest first), and
+every other command reads an encrypted store through the same two.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import click
+
+from ..encryption import ENV_KEYS, Encryption
+from ..results import Resealed
+from ._app import db_option, main, pass_settings
+from ._runtime import Failure, Settings, err, open_store, out, run
+
+__all__ = ('encrypt', 'keygen', 'rekey')
+
+_BATCH = click.option(
+    '--batch', 'batch_size', type=click.IntRange(min=1), default=500, show_default=True, help='Rows per transaction.'
+)
+
+
+@main.command()
+@click.argument('key_id', metavar='ID', default='k1')
+def keygen(key_id: str) -> None:
+    """Print a new random key as an ID=SECRET line (ID defaults to k1).
+
+    Put it first in your key file (or $SESSION_STORE_KEYS, comma-separated), keep the older keys after
+    it until `rekey` has moved everything over, and keep the file out of the database's backups.
+    """
+    secret = Encryption.generate_key()
+    try:
+        Encryption(keys={key_id: secret})
+    except ValueError as error:
+        raise Failure(str(error)) from None
+    out.print(f'{key_id}={secret}')
+
+
+@main.command()
+@_BATCH
+@db_option
+@pass_settings
+def encrypt(settings: Settings, batch_size: int) -> None:
+    """Encrypt a store's clear rows in place under the newest key; resumable, and safe while it is in use.
+
+    Killed part way, run it again: it carries on. The database is vacuumed after, so no clear text stays in its bytes.
+    """
+    out.print(_report(run(settings, _reseal(settings, 'encrypt', batch_size)), settings))
+
+
+@main.command()
+@_BATCH
+@db_option
+@pass_settings
+def rekey(settings: Settings, batch_size: int) -> None:
+    """Re-encrypt every row under the newest key (the first in the key file), clear rows included; resumable.
+
+    Once it reports every row under the newest key, the older keys can be removed from the key file.
+    """
+    out.print(_report(run(settings, _reseal(settings, 'rekey', batch_size)), settings))
+
+
+async def _reseal(settings: Settings, pass_: Literal['encrypt', 'rekey'], batch_size: int) -> Resealed:
+    if settings.encryption() is None:
+        raise Failure(f'{pass_} needs the keys: give --key-file FILE or set ${ENV_KEYS} (ID=SECRET, newest first).')
+    async with open_store(settings, 'write') as store:
+
+        def progress(done: Resealed) -> None:
+            sealed = f'{done.messages} messages, {done.summaries} summaries, {done.sessions} sessions'
+            err.print(f'{sealed} sealed...', end='\r')
+
+        method = store.encrypt if pass_ == 'encrypt' else store.rekey
+        done = await method(batch_size=batch_size, on_batch=progress)
+        await store.vacuum()
+        return done
+
+
+def _report(done: Resealed, settings: Settings) -> str:
+    """What was sealed, and which keys the store now needs."""
+    counts = f'{done.messages} messages, {done.summaries} summaries and {done.sessions} sessions'
+    sealed = f'Sealed {counts} in {settings.shown_url}.'
+    keys = ', '.join(f'{count} under {key_id!r}' for key_id, count in done.by_key.items()) or 'none'
+    now = f' Stored values: {keys}' + (f', {done.clear} still clear.' if done.clear else '.')
+    current = settings.encryption()
+    dropped = [key_id for key_id in (current.keys if current else ()) if key_id not in done.by_key]
+    return sealed + now + (f' No row needs {", ".join(map(repr, dropped))} any more.' if dropped else '')
