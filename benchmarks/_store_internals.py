@@ -90,7 +90,8 @@ async def append_messages(
     async with _database(store).read() as db, db.begin():
         segment_pk = await db.scalar(select(SessionRow.active_segment_pk).where(SessionRow.pk == session_pk))
         assert segment_pk is not None
-        await _archive.insert_messages(db, _archive.message_rows(session_pk, segment_pk, start, messages, tokens))
+        vault = _database(store).sealer.vault(f'(session {session_pk})', session_pk)
+        await _archive.insert_messages(db, _archive.message_rows(vault, segment_pk, start, messages, tokens))
         await db.execute(
             update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=start + len(messages))
         )
@@ -111,7 +112,8 @@ async def add_sessions(
             db.add(row)
             await db.flush()
             segment_pk = await _archive.add_root_segment(db, row.pk)
-            await _archive.insert_messages(db, _archive.message_rows(row.pk, segment_pk, 0, messages, tokens))
+            vault = _database(store).sealer.vault(session_id, row.pk)
+            await _archive.insert_messages(db, _archive.message_rows(vault, segment_pk, 0, messages, tokens))
 
 
 def forget_compiled() -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
+import functools
 import hmac
 import json
 import os
@@ -214,6 +214,7 @@ def _derive(master: bytes, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=b'session-store', info=info).derive(master)
 
 
+@functools.lru_cache(maxsize=65_536)
 def _blind(key: bytes, word: str) -> str:
-    digest = hmac.new(key, word.encode(), hashlib.sha256).digest()[:_BLIND_BYTES]
-    return base64.b32encode(digest).decode().lower()
+    """A word's blind form under `key`; cached, since a conversation keeps using the same words."""
+    return base64.b32encode(hmac.digest(key, word.encode(), 'sha256')[:_BLIND_BYTES]).decode().lower()

@@ -157,3 +157,14 @@ def test_web_quick() -> None:
             assert match, f'no {label} line on {backend}:\n{output}'
             big, _size, little, growth = map(number, match.groups())
             assert close(growth, big, little), match.group(0)
+
+
+def test_encryption_quick() -> None:
+    output = run_quick('encryption')
+    for backend in backends(output, '=== PostgreSQL figures skipped'):
+        for label in ('append (load_window + store_run', 'first open @1,000', 'history @1,000', 'search words @1,000'):
+            line = rf'^{re.escape(label)}.* on {backend}: plain {N} ms, encrypted {N} ms -> encrypted/plain {N} x$'
+            match = re.search(line, output, re.MULTILINE)
+            assert match, f'no {label} line on {backend}:\n{output}'
+            plain, sealed, ratio = map(number, match.groups())
+            assert close(ratio, sealed, plain), match.group(0)
