@@ -402,3 +402,21 @@ def test_the_commands_take_keys_from_a_file_or_the_environment(
     fails(invoke('history', 'alice', keys=generated), "key 'k2'", "only keys 'k1'")
     fails(invoke('history', 'alice', '--key-file', str(tmp_path / 'missing')), 'cannot be read')
     fails(invoke('history', 'alice', keys='k1'), f'${ENV_KEYS}: key 1 is not written as ID=SECRET')
+
+
+async def test_recall_finds_old_details_through_the_blind_index(store_factory: StoreFactory) -> None:
+    store = store_factory(processor=summarizer(), encryption=keys('k1'))
+    await converse(store, 'alice', 8)
+    found: list[str] = []
+
+    def recalling(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1].parts[-1]
+        if isinstance(last, ToolReturnPart):
+            found.append(str(last.content))
+            return ModelResponse(parts=[TextPart('done')])
+        return ModelResponse(parts=[ToolCallPart('search_history', {'query': 'record T2', 'limit': 1})])
+
+    session = await store.session('alice', recall=True)
+    await session.run(Agent(FunctionModel(recalling)), 'What did the record of T2 say?')
+    [answer] = found
+    assert f'record T2 for customer {MARKER}' in answer  # found by its words, read back opened
