@@ -348,7 +348,7 @@ def test_keys_are_checked_when_given_and_never_shown() -> None:
         ({'k1': 'not base64 at all!!' * 3}, 'not urlsafe base64'),
     ):
         with pytest.raises(ValueError, match=complaint):
-            Encryption(keys=bad)  # type: ignore[arg-type]
+            Encryption(keys=bad)
     for written in (secret, f'k2={secret},{K1}'):
         with pytest.raises(ValueError, match=r'\$SESSION_STORE_KEYS: key \d is not written as ID=SECRET') as raised:
             Encryption.parse(written, source='$SESSION_STORE_KEYS')
