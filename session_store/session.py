@@ -272,7 +272,7 @@ class Session:
         if isinstance(ours, ContextManagerCapability):
             raise ValueError(
                 f"Session {self.session_id!r}: the agent's ContextManagerCapability (id={strays[0].id!r}) would "
-                f"compact requests beside the session's (id={ours.id!r}); give them the same id, and the "
+                f"compact requests beside the session's (id={ours.id!r}); give both the same id (not None), and the "
                 "session's stands in for the agent's in its runs."
             )
         raise ValueError(

@@ -134,6 +134,36 @@ async def test_later_compactions_extend_the_stored_chain(store_factory: StoreFac
     assert len(summarizer.prompts) == 3
 
 
+async def test_a_run_that_fails_after_the_agents_compaction_stores_neither_it_nor_its_summary(
+    store_factory: StoreFactory,
+) -> None:
+    summarizer, chatty = Summarizer(), Chatty()
+    failing = [False]
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if failing[0] and summary_text(messages[0]) is not None:
+            raise RuntimeError('the provider is down')
+        return chatty(messages, info)
+
+    manager = ContextManagerCapability(summarization_model=FunctionModel(summarizer), include_compact_tool=True)
+    agent = Agent(FunctionModel(model), capabilities=[manager])
+    store = store_factory()
+    session = await store.session('s', processor=manager)
+    for turn in range(2):
+        await session.run(agent, f'order number {turn}')
+    before = await store.window('s')
+
+    failing[0] = True
+    with pytest.raises(RuntimeError, match='the provider is down'):
+        await session.run(agent, 'please tidy up')  # compacted before the request that fails
+
+    assert summarizer.prompts and await store.summaries('s') == []
+    assert (await store.window('s')).messages == before.messages and len(await store.history('s')) == 4
+    failing[0] = False
+    await session.run(agent, 'please tidy up')  # asks again: the summary is made anew and stored this time
+    assert [s.text for s in await store.summaries('s')] == ['SUMMARY-2']
+
+
 async def test_a_5_mb_tool_output_reaches_the_model_truncated_and_the_archive_keeps_it_whole(
     store_factory: StoreFactory,
 ) -> None:
