@@ -12,7 +12,7 @@ from .capabilities import (
     as_capability,
 )
 from .compression import CompressionPlan, SkipReason, SummarizationResult
-from .context_manager import DEFAULT_MAX_TOKENS, ContextManagerCapability
+from .context_manager import CONTEXT_MANAGER_ID, DEFAULT_MAX_TOKENS, ContextManagerCapability
 from .cut_points import is_turn_start, safe_cut_points, tool_call_ids
 from .limit_warner import (
     LIMIT_WARNING_MARKER,
@@ -41,6 +41,7 @@ from .tokens import (
 )
 
 __all__ = (
+    'CONTEXT_MANAGER_ID',
     'DEFAULT_CONTINUATION_PROMPT',
     'DEFAULT_MAX_TOKENS',
     'DEFAULT_SUMMARY_PROMPT',

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
@@ -29,12 +29,17 @@ from .summarization import DEFAULT_SUMMARY_PROMPT, FailureCallback, Summarizatio
 from .summary import find_summary, summary_text
 from .tokens import TokenCounter, count_tokens_approximately
 
-__all__ = ('DEFAULT_MAX_TOKENS', 'ContextManagerCapability')
+__all__ = ('CONTEXT_MANAGER_ID', 'DEFAULT_MAX_TOKENS', 'ContextManagerCapability')
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 200_000
 """The context budget when neither `max_tokens` nor the model's profile gives one."""
+
+CONTEXT_MANAGER_ID = 'context_manager'
+"""The capability `id` a `ContextManagerCapability` has unless given another: an agent has one context manager,
+so one passed to a run (`agent.run(..., capabilities=[...])`) stands in for the agent's own, as pydantic-ai
+replaces an agent-level capability with the run-level one of the same `id`."""
 
 UsageCallback = Callable[[float, int, int], object]
 """`on_usage_update(share, tokens, max_tokens)`: the window's share of the budget, its tokens, the budget."""
@@ -45,6 +50,20 @@ AfterCompressCallback = Callable[[list[ModelMessage], bool, 'str | None'], 'str 
 the summary in every later window."""
 
 _REINJECTED = 64
+
+
+@dataclass
+class _Shared:
+    """What a capability shares with the copies `fresh_engine` makes of it."""
+
+    requested: dict[str | None, str | None] = field(default_factory=dict[str | None, str | None])
+    """Compactions asked for, by run id (`None`: by `request_compact`, for the next request of any run)."""
+    reinjected: OrderedDict[str, str] = field(default_factory=OrderedDict[str, str])
+    """Text `on_after_compress` returned, by the summary it was returned for."""
+    compressions: int = 0
+    model_window: int | None = None
+    """The serving model's context window, once a request has shown it."""
+
 
 COMPACT_TOOL_DESCRIPTION = (
     'Compact the conversation history to free context space: earlier messages are replaced by a summary '
@@ -83,6 +102,7 @@ class ContextManagerCapability(AbstractCapability[Any]):
         summarizer_timeout: Seconds the summarizer may take before the request falls back.
         on_summary: Called with each `Summary` made, to persist it.
         on_failure: Called with each `SummarizationFailure`.
+        id: Its pydantic-ai capability id, `CONTEXT_MANAGER_ID` unless given.
     """
 
     max_tokens: int | None = None
@@ -101,15 +121,13 @@ class ContextManagerCapability(AbstractCapability[Any]):
     summarizer_timeout: float | None = 120.0
     on_summary: SummaryCallback | None = None
     on_failure: FailureCallback | None = None
+    id: str | None = field(default=CONTEXT_MANAGER_ID, kw_only=True)
+    """Its pydantic-ai capability id: a run-level `ContextManagerCapability` with the same one replaces the
+    agent's for that run (see `CONTEXT_MANAGER_ID`)."""
     processor: SummarizationProcessor = field(init=False, repr=False)
     """The engine that compacts: its `usage` totals the summarizer's cost."""
     _limit: ToolOutputLimit | None = field(default=None, init=False, repr=False)
-    _compressions: int = field(default=0, init=False, repr=False)
-    _requested: dict[str | None, str | None] = field(default_factory=dict, init=False, repr=False)
-    """Compactions asked for, by run id (`None`: by `request_compact`, for the next request of any run)."""
-    _reinjected: OrderedDict[str, str] = field(default_factory=OrderedDict[str, str], init=False, repr=False)
-    """Text `on_after_compress` returned, by the summary it was returned for."""
-    _model_window: int | None = field(default=None, init=False, repr=False)
+    _shared: _Shared = field(default_factory=_Shared, init=False, repr=False)
 
     def __post_init__(self) -> None:
         threshold = self.compress_threshold
@@ -154,11 +172,11 @@ class ContextManagerCapability(AbstractCapability[Any]):
     @property
     def compression_count(self) -> int:
         """How many compactions made a summary."""
-        return self._compressions
+        return self._shared.compressions
 
     def request_compact(self, focus: str | None = None) -> None:
         """Compact before the next model request (of any run using this capability), putting `focus` first."""
-        self._requested[None] = focus
+        self._shared.requested[None] = focus
 
     async def compact(self, messages: list[ModelMessage], focus: str | None = None) -> list[ModelMessage]:
         """Compact `messages` now, outside a run: a forced, incremental compaction with the same callbacks.
@@ -167,12 +185,29 @@ class ContextManagerCapability(AbstractCapability[Any]):
         """
         return await self._compress(messages, focus, force=True, budget=self._budget(None))
 
+    def fresh_engine(
+        self, *, on_summary: SummaryCallback | None, on_failure: FailureCallback | None
+    ) -> ContextManagerCapability:
+        """This capability with an engine of its own that has seen no history yet, reporting each summary to
+        `on_summary` and each failure to `on_failure` instead of this one's callbacks.
+
+        For code that rebuilds every run's history from storage and stores what the run summarized (the
+        session store). The copy has these settings and `id`, and shares this capability's compaction
+        requests (`request_compact`, `compact_conversation`), `compression_count`, `processor.usage` and the
+        text `on_after_compress` returned; what it remembers of histories is its own.
+        """
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        copy = type(self)(**{**settings, 'on_summary': on_summary, 'on_failure': on_failure})
+        copy._shared = self._shared
+        copy.processor.usage = self.processor.usage
+        return copy
+
     def get_toolset(self) -> AbstractToolset[Any] | None:
         """The `compact_conversation` tool, when `include_compact_tool`."""
         if not self.include_compact_tool:
             return None
         toolset: FunctionToolset[Any] = FunctionToolset(id='context-compact')
-        requested = self._requested
+        requested = self._shared.requested
 
         @toolset.tool(description=COMPACT_TOOL_DESCRIPTION)
         async def compact_conversation(ctx: RunContext[Any], focus: str | None = None) -> str:
@@ -192,7 +227,8 @@ class ContextManagerCapability(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         budget = self._budget(request_context.model)
         # Asked for by this run's compact_conversation call, or by request_compact() for whichever run is next.
-        asked = [self._requested.pop(key) for key in dict.fromkeys((ctx.run_id, None)) if key in self._requested]
+        requested = self._shared.requested
+        asked = [requested.pop(key) for key in dict.fromkeys((ctx.run_id, None)) if key in requested]
         focus = next((topic for topic in asked if topic), None)
         window = await self._compress(request_context.messages, focus, force=bool(asked), budget=budget)
         request_context.messages = self._limit.messages(window) if self._limit is not None else window
@@ -200,8 +236,8 @@ class ContextManagerCapability(AbstractCapability[Any]):
 
     def _budget(self, model: Model | None) -> int:
         if model is not None and model.context_window:
-            self._model_window = model.context_window
-        return self.max_tokens or self._model_window or DEFAULT_MAX_TOKENS
+            self._shared.model_window = model.context_window
+        return self.max_tokens or self._shared.model_window or DEFAULT_MAX_TOKENS
 
     def _report(self, tokens: int, budget: int) -> None:
         if self.on_usage_update is not None:
@@ -221,22 +257,24 @@ class ContextManagerCapability(AbstractCapability[Any]):
             self.on_before_compress(messages, plan.cutoff_index)
         result = await self.processor.execute_plan(plan, focus)
         if result.summarized:
-            self._compressions += 1
+            self._shared.compressions += 1
         if self.on_after_compress is not None:
             text = self.on_after_compress(result.messages, result.summarized, result.summary)
             if result.summarized and result.summary is not None and isinstance(text, str):
-                self._reinjected[result.summary] = text
-                while len(self._reinjected) > _REINJECTED:
-                    self._reinjected.popitem(last=False)
+                reinjected = self._shared.reinjected
+                reinjected[result.summary] = text
+                while len(reinjected) > _REINJECTED:
+                    reinjected.popitem(last=False)
         self._report(result.tokens, budget)
         return self._with_reinjected(result.messages)
 
     def _with_reinjected(self, window: Sequence[ModelMessage]) -> list[ModelMessage]:
         """`window`, its summary request carrying the text `on_after_compress` returned for that summary."""
         window = list(window)
-        at = find_summary(window) if self._reinjected else None
+        reinjected = self._shared.reinjected
+        at = find_summary(window) if reinjected else None
         if at is not None:
-            text = self._reinjected.get(summary_text(window[at]) or '')
+            text = reinjected.get(summary_text(window[at]) or '')
             carrier = window[at]
             if text is not None and isinstance(carrier, ModelRequest):
                 # After the leading system prompt parts: pydantic-ai sends a system part that follows other

@@ -11,14 +11,32 @@ from typing import Any, NamedTuple
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
 from pydantic_ai.usage import RunUsage
 
-from processors import SlidingWindowProcessor, SummarizationProcessor, summary_request
+from processors import ContextManagerCapability, SlidingWindowProcessor, SummarizationProcessor, summary_request
 
 from ._codec import dump_usage, load_usage
 
-__all__ = ('LoadedWindow', 'NewSummary', 'RunRecord', 'StoredWindow', 'WindowCache', 'WindowProcessor', 'head_read')
+__all__ = (
+    'LoadedWindow',
+    'NewSummary',
+    'RunRecord',
+    'StoredWindow',
+    'WindowCache',
+    'WindowEngine',
+    'WindowProcessor',
+    'head_read',
+    'window_engine',
+)
 
-WindowProcessor = SlidingWindowProcessor | SummarizationProcessor
+WindowProcessor = SlidingWindowProcessor | SummarizationProcessor | ContextManagerCapability
 """How a session compresses what the model sees; the store keeps every message either way."""
+
+WindowEngine = SlidingWindowProcessor | SummarizationProcessor
+"""Where a session's window is decided: the processor itself, or a `ContextManagerCapability`'s `processor`."""
+
+
+def window_engine(processor: WindowProcessor) -> WindowEngine:
+    """The processor whose windows `processor` sends, and a store rebuilds."""
+    return processor.processor if isinstance(processor, ContextManagerCapability) else processor
 
 
 @dataclass
@@ -36,7 +54,8 @@ class LoadedWindow:
     messages: list[ModelMessage]
     """The head, then the tail, whose first request carries the bridge (summary or system prompt)."""
     positions: list[int]
-    """Each message's archive position."""
+    """Each message's archive position; a bridge standing alone before a tail that opens with a response has no
+    row of its own, and takes the position of that response."""
     tokens: list[int | None]
     """Each message's stored token count; `None` for the one that carries the bridge, which changed it."""
     usage: RunUsage
@@ -130,7 +149,9 @@ class StoredWindow:
         )
 
     def loaded(self, processor: WindowProcessor) -> LoadedWindow:
-        """The window a run starts from: head, then the tail with the bridge riding in its first request."""
+        """The window a run starts from: head, then the tail with the bridge riding in its first request
+        (or standing before it, when the tail opens with a response)."""
+        engine = window_engine(processor)
         first = [self.entries[0][1]] if self.entries and self.entries[0][0] == 0 else []
         head = [e for e in self.entries if e[0] < self.head_end]
         tail: list[tuple[int, ModelMessage, int | None]] = [
@@ -138,15 +159,19 @@ class StoredWindow:
         ]
         parts: list[ModelRequestPart] = []
         if self.summary is not None:
-            parts = list(summary_request(processor.kept_system_parts(first), self.summary[1]).parts)
+            parts = list(summary_request(engine.kept_system_parts(first), self.summary[1]).parts)
         elif self.window_start > self.head_end:  # the system prompt's own message was cut
-            parts = list(processor.kept_system_parts(first))
+            parts = list(engine.kept_system_parts(first))
         if parts and tail:
-            # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request
-            # (a cut always starts the tail with one); the run's history then lines up with the archive.
             position, opening, _ = tail[0]
-            assert isinstance(opening, ModelRequest)
-            tail[0] = (position, replace(opening, parts=[*parts, *opening.parts]), None)
+            if isinstance(opening, ModelRequest):
+                # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request;
+                # the run's history then lines up with the archive.
+                tail[0] = (position, replace(opening, parts=[*parts, *opening.parts]), None)
+            else:
+                # A processor that cuts before responses (ContextManagerCapability) left the tail opening with
+                # one: the bridge stands alone before it, as that processor's own window has it.
+                tail.insert(0, (position, ModelRequest(parts=parts), None))
         window = [*head, *tail]
         return LoadedWindow(
             session_pk=self.session_pk,

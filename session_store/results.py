@@ -63,7 +63,8 @@ class SessionWindow:
     messages: list[ModelMessage]
     """The head, then the kept tail, whose first request carries the latest summary (or the system prompt)."""
     positions: list[int]
-    """Each message's position in the archive."""
+    """Each message's position in the archive; a summary standing alone before a tail that opens with a response
+    (as `ContextManagerCapability` cuts) takes the position of that response."""
     tokens: list[int | None]
     """Each message's stored token count; `None` for the one carrying the summary, which changed it."""
     message_count: int

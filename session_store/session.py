@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 from pydantic_ai import Agent
@@ -18,14 +18,24 @@ from pydantic_ai.run import AgentRun, AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests, RunContext
 from pydantic_ai.usage import RunUsage
 
-from processors import SlidingWindow, Summarization, SummarizationProcessor, Summary, as_capability, count_tokens
+from processors import (
+    ContextManagerCapability,
+    SlidingWindow,
+    SlidingWindowProcessor,
+    Summarization,
+    SummarizationFailure,
+    SummarizationProcessor,
+    Summary,
+    as_capability,
+    count_tokens,
+)
 
 from ._branches import last_prompt_position, list_branches, rewind, switch
 from ._database import Database
 from ._ids import new_token
 from ._leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
 from ._review import read_history, read_summaries
-from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowProcessor
+from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowEngine, WindowProcessor, window_engine
 from ._windows import load_window, store_run
 from .errors import StoreError
 from .recall import Recall, recall_toolset
@@ -35,15 +45,38 @@ __all__ = ('Session',)
 
 _DEFERRED = pydantic.TypeAdapter(DeferredToolRequests)
 _RESERVED = ('message_history', 'conversation')
+_T = TypeVar('_T')
 
 
 @dataclass
 class _Run:
-    """One run in progress: the window it started from and the summaries its processor made."""
+    """One run in progress: the window it started from, the capability shaping its requests, and what that made."""
 
     loaded: LoadedWindow
-    capability: SlidingWindow | Summarization
+    capability: SlidingWindow | Summarization | ContextManagerCapability
+    """A fresh copy of the session's processor for this run, seeded with the stored window's token counts."""
     summaries: list[Summary] = field(default_factory=list[Summary])
+    failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
+
+    @property
+    def engine(self) -> WindowEngine:
+        """Where the run's window is decided and remembered: the capability, or a context manager's `processor`."""
+        return window_engine(self.capability)
+
+
+def _collecting(
+    made: list[_T], callback: Callable[[_T], Awaitable[None] | None] | None
+) -> Callable[[_T], Awaitable[None]]:
+    """A callback that keeps what it is given in `made`, then passes it on to `callback`."""
+
+    async def collect(item: _T) -> None:
+        made.append(item)
+        if callback is not None:
+            result = callback(item)
+            if result is not None:
+                await result
+
+    return collect
 
 
 class Session:
@@ -53,6 +86,11 @@ class Session:
     what the model sees with the session's processor, and stores the run's new messages, their
     token counts and any summary made in one transaction. A run that raises stores nothing. Get one
     from `SessionStore.session()`.
+
+    The processor may be a `ContextManagerCapability`: each run then goes through a copy of it (its
+    budget, threshold, summarizer, tool-output truncation, `compact_conversation` tool and callbacks),
+    which stands in for the agent's own context manager of the same `id`, and every summary it makes
+    (the agent's `compact_conversation` call included) is stored with the run.
     """
 
     def __init__(
@@ -66,6 +104,11 @@ class Session:
         timeout: float | None = 60.0,
         recall: Recall | None = None,
     ) -> None:
+        if not isinstance(processor, SlidingWindowProcessor | SummarizationProcessor | ContextManagerCapability):
+            raise TypeError(
+                f'processor={processor!r}: a session compresses with a SlidingWindowProcessor, a '
+                'SummarizationProcessor or a ContextManagerCapability (or their capabilities, such as Summarization).'
+            )
         self._database = database
         self.session_id = session_id
         self.scope = scope
@@ -117,7 +160,7 @@ class Session:
     async def _run(
         self, agent: Agent[Any, Any], user_prompt: Any, kwargs: dict[str, Any], *, rewind_to: int | None = None
     ) -> AgentRunResult[Any]:
-        async with self._turn(kwargs, user_prompt, rewind_to=rewind_to) as run:
+        async with self._turn(agent, kwargs, user_prompt, rewind_to=rewind_to) as run:
             return await agent.run(user_prompt, **self._agent_kwargs(run, kwargs))
 
     @asynccontextmanager
@@ -127,7 +170,7 @@ class Session:
         """`agent.run_stream(...)` through this session; the run is stored once the stream completes."""
         # The run is stored when it ends; an abandoned stream has no whole run, and stores nothing.
         async with (
-            self._turn(kwargs, user_prompt) as run,
+            self._turn(agent, kwargs, user_prompt) as run,
             agent.run_stream(user_prompt, **self._agent_kwargs(run, kwargs)) as stream,
         ):
             yield stream
@@ -138,7 +181,7 @@ class Session:
     ) -> AsyncIterator[AgentRun[Any, Any]]:
         """`agent.iter(...)` through this session; the run is stored if it reaches its end."""
         async with (
-            self._turn(kwargs, user_prompt) as run,
+            self._turn(agent, kwargs, user_prompt) as run,
             agent.iter(user_prompt, **self._agent_kwargs(run, kwargs)) as agent_run,
         ):
             yield agent_run
@@ -161,12 +204,13 @@ class Session:
 
     @asynccontextmanager
     async def _turn(
-        self, kwargs: dict[str, Any], user_prompt: Any, *, rewind_to: int | None = None
+        self, agent: Agent[Any, Any], kwargs: dict[str, Any], user_prompt: Any, *, rewind_to: int | None = None
     ) -> AsyncIterator[_Run]:
         """One run's hold on the session: the lease if it waits, a rewind if asked, and the window it starts from."""
         for name in _RESERVED:
             if name in kwargs:
                 raise TypeError(f'Session runs take their history from the store; do not pass {name}=.')
+        self._check_context_managers(agent, kwargs)
         async with self._hold():
             if rewind_to is not None:
                 await rewind(self._database, self.session_id, self.scope, rewind_to)
@@ -201,25 +245,68 @@ class Session:
             await asyncio.sleep(LEASE_TTL.total_seconds() / 3)
             await renew_lease(self._database, self.session_id, owner)
 
+    def _check_context_managers(self, agent: Agent[Any, Any], kwargs: dict[str, Any]) -> None:
+        """Refuse a run in which a context manager other than the session's own copy would compact requests:
+        the summaries it made could not be stored, and it would compact a window the session already shapes."""
+        found: list[ContextManagerCapability] = []
+
+        def note(capability: AbstractCapability[Any]) -> None:
+            if isinstance(capability, ContextManagerCapability):
+                found.append(capability)
+
+        for passed in kwargs.get('capabilities', ()):
+            if isinstance(passed, AbstractCapability):
+                passed.apply(note)
+        if found:
+            raise ValueError(
+                f"Session {self.session_id!r}: pass a ContextManagerCapability as the session's processor "
+                f'(store.session({self.session_id!r}, processor=manager)), not in capabilities=, so that the '
+                'summaries it makes are stored with the run.'
+            )
+        agent.root_capability.apply(note)
+        ours = self.processor
+        # pydantic-ai replaces an agent-level capability with the run-level one of the same id: the session's copy.
+        strays = [c for c in found if not isinstance(ours, ContextManagerCapability) or c.id is None or c.id != ours.id]
+        if not strays:
+            return
+        if isinstance(ours, ContextManagerCapability):
+            raise ValueError(
+                f"Session {self.session_id!r}: the agent's ContextManagerCapability (id={strays[0].id!r}) would "
+                f"compact requests beside the session's (id={ours.id!r}); give both the same id (not None), and the "
+                "session's stands in for the agent's in its runs."
+            )
+        raise ValueError(
+            f'Session {self.session_id!r} compresses with a {type(ours).__name__}, but the agent carries a '
+            'ContextManagerCapability, whose summaries the session could not store: open the session with it '
+            f"(store.session({self.session_id!r}, processor=manager)), and it stands in for the agent's in "
+            "the session's runs."
+        )
+
     async def _start(self) -> _Run:
         loaded = await load_window(self._database, self.session_id, self.scope, self.processor)
-        made: list[Summary] = []
+        summaries: list[Summary] = []
+        failures: list[SummarizationFailure] = []
         processor = self.processor
-        if isinstance(processor, SummarizationProcessor):
-            on_summary = processor.on_summary
-
-            async def collect(summary: Summary) -> None:
-                made.append(summary)
-                if on_summary is not None:
-                    result = on_summary(summary)
-                    if result is not None:
-                        await result
-
-            processor = replace(processor, on_summary=collect)
-        capability = as_capability(processor)
+        capability: SlidingWindow | Summarization | ContextManagerCapability
+        if isinstance(processor, ContextManagerCapability):
+            capability = processor.fresh_engine(
+                on_summary=_collecting(summaries, processor.on_summary),
+                on_failure=_collecting(failures, processor.on_failure),
+            )
+        elif isinstance(processor, SummarizationProcessor):
+            capability = as_capability(
+                replace(
+                    processor,
+                    on_summary=_collecting(summaries, processor.on_summary),
+                    on_failure=_collecting(failures, processor.on_failure),
+                )
+            )
+        else:
+            capability = as_capability(processor)
+        run = _Run(loaded=loaded, capability=capability, summaries=summaries, failures=failures)
         # The stored counts stand for the window's messages: each message is counted once, when stored.
-        await capability.remember(loaded.messages, loaded.tokens)
-        return _Run(loaded=loaded, capability=capability, summaries=made)
+        await run.engine.remember(loaded.messages, loaded.tokens)
+        return run
 
     def _agent_kwargs(self, run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The caller's arguments plus the stored history, the window capability, the store and the recall tools."""
@@ -242,26 +329,32 @@ class Session:
         past what it covers, under the same revision rules as a run. `None` when there is nothing to
         compact yet (a history shorter than what `keep` keeps).
 
+        With a `ContextManagerCapability` as the processor, this is its `compact(messages, focus)`: its
+        callbacks are called and its `compression_count` counts it.
+
         Raises:
             ValueError: The session's processor is a sliding window, which makes no summaries.
             StoreError: The summarizer failed; nothing was stored, and the window is as it was.
             SessionConflict: Another writer changed the session meanwhile (`wait=True` queues instead).
         """
-        if not isinstance(self.processor, SummarizationProcessor):
+        if isinstance(self.processor, SlidingWindowProcessor):
             raise ValueError(
                 f'Session {self.session_id!r} compresses with a {type(self.processor).__name__}, which makes no '
-                'summaries; open it with a SummarizationProcessor to compact it.'
+                'summaries; open it with a SummarizationProcessor or a ContextManagerCapability to compact it.'
             )
         async with self._hold():
             run = await self._start()
-            assert isinstance(run.capability, SummarizationProcessor)
-            outcome = await run.capability.process(run.loaded.messages, focus, force=True)
-            if outcome.skip_reason == 'failed':
+            if isinstance(run.capability, ContextManagerCapability):
+                await run.capability.compact(run.loaded.messages, focus)
+            else:
+                assert isinstance(run.capability, SummarizationProcessor)
+                await run.capability.process(run.loaded.messages, focus, force=True)
+            if run.failures:
                 raise StoreError(
                     f'Session {self.session_id!r}: the summarizer failed, so nothing was compacted or stored; '
                     'the window is as it was. Try again later.'
                 )
-            if not outcome.summarized:
+            if not run.summaries:
                 return None
             loaded = run.loaded
             await self._store(run, loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
@@ -288,7 +381,7 @@ class Session:
             return loaded.positions[index] if index < known else loaded.message_count + index - known
 
         head_end, window_start = loaded.head_end, loaded.window_start
-        state = run.capability.compaction_state(all_messages)
+        state = run.engine.compaction_state(all_messages)
         if state is not None:
             window_start = position(state.tail_start)
             head_end = position(state.head_end - 1) + 1 if state.head_end else 0
@@ -303,8 +396,8 @@ class Session:
                     )
                 )
         # The processor counted every message up to the run's last request; only the rest is counted here.
-        counted = run.capability.token_counts(all_messages)[known:]
-        counter = self.processor.token_counter
+        counted = run.engine.token_counts(all_messages)[known:]
+        counter = run.engine.token_counter
         tokens = [
             t if t is not None else await count_tokens(counter, [m]) for m, t in zip(new_messages, counted, strict=True)
         ]

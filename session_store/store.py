@@ -49,7 +49,7 @@ class SessionStore:
             `./sessions.db`) or `postgresql+asyncpg://user:pass@host/db` (with the `postgresql`
             extra). Plain `sqlite://` and `postgresql://` URLs get the async driver.
         processor: How sessions compress what the model sees, unless a session says otherwise:
-            a `SlidingWindowProcessor` (the default) or a `SummarizationProcessor`.
+            a `SlidingWindowProcessor` (the default), a `SummarizationProcessor` or a `ContextManagerCapability`.
         migrate: Make the schema in a new, empty database on first use. A database at another
             schema revision is never changed implicitly: `migrate()` upgrades it.
         read_only: Open the database only to read it: a SQLite file is opened read-only (it must

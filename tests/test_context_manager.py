@@ -22,6 +22,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import (
+    CONTEXT_MANAGER_ID,
     LIMIT_WARNING_MARKER,
     ContextManagerCapability,
     LimitWarnerCapability,
@@ -262,6 +263,36 @@ async def test_the_window_is_compacted_at_the_threshold_of_the_models_context_wi
         turns = {line for line in block.splitlines() if line.startswith('User: order number')}
         assert not turns & seen
         seen |= turns
+
+
+async def test_a_fresh_engine_passed_to_a_run_stands_in_for_the_agents_and_shares_its_requests_and_counts() -> None:
+    summarizer, chatty, usage = Summarizer(), Chatty(), list[int]()
+    manager = ContextManagerCapability(
+        summarization_model=FunctionModel(summarizer),
+        include_compact_tool=True,
+        on_usage_update=lambda share, tokens, budget: usage.append(tokens),
+    )
+    agent = Agent(FunctionModel(chatty), capabilities=[manager])
+    history: list[ModelMessage] = []
+    for turn in range(3):
+        history = (await agent.run(f'order number {turn}', message_history=history)).all_messages()
+    made, failed = list[Summary](), list[object]()
+    copy = manager.fresh_engine(on_summary=made.append, on_failure=failed.append)
+    assert copy.id == manager.id == CONTEXT_MANAGER_ID and copy.processor is not manager.processor
+    usage.clear()
+
+    manager.request_compact(focus='refunds')  # asked of the agent's capability, carried out by the copy
+    await agent.run('anything new?', message_history=history, capabilities=[copy])
+
+    # The copy replaced the agent's capability for the run (one usage report before and one after the compaction,
+    # not two of each), reported its summary to its own callback, and counted it on the agent's capability.
+    assert len(usage) == 2 and usage[1] < usage[0]
+    assert [s.focus for s in made] == ['refunds'] and failed == []
+    assert summary_text(chatty.requests[-1][0]) == 'SUMMARY-1' and len(summarizer.prompts) == 1
+    assert manager.compression_count == copy.compression_count == 1
+    assert manager.processor.usage.requests == 1
+    # Its engine remembers no history of its own: the agent's capability never saw the compacted window.
+    assert manager.processor.compaction_state(history) is None
 
 
 async def test_a_limit_warner_listed_first_warns_on_the_managed_window() -> None:
