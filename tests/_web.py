@@ -29,7 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from starlette.testclient import TestClient
 
 from processors import SummarizationProcessor
-from session_store import SessionStore
+from session_store import Encryption, SessionStore
 from session_store.web import create_app
 from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
 from testkit.scripted import ParallelToolAssistant, scripted_agent
@@ -137,12 +137,14 @@ def filled_database(backend: str, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 @contextmanager
-def web_client(db_url: str, *, read_only: bool = False, **options: Any) -> Iterator[TestClient]:
+def web_client(
+    db_url: str, *, read_only: bool = False, encryption: Encryption | None = None, **options: Any
+) -> Iterator[TestClient]:
     """A test client on `create_app(store, **options)`, with a store of its own opened on its event loop.
 
     It addresses the app as `http://127.0.0.1`, as a browser on this machine would.
     """
-    store = SessionStore(db_url, read_only=read_only)
+    store = SessionStore(db_url, read_only=read_only, encryption=encryption)
     app = create_app(store, **options)
     with TestClient(app, base_url='http://127.0.0.1') as client:
         try:

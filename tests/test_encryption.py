@@ -34,6 +34,7 @@ from session_store._codec import dump_messages
 from session_store.cli import main
 from session_store.encryption import ENV_KEYS
 from tests._cli import fails, ok
+from tests._web import web_client
 from tests.test_retention import database_text
 
 StoreFactory = Callable[..., SessionStore]
@@ -420,3 +421,16 @@ async def test_recall_finds_old_details_through_the_blind_index(store_factory: S
     await session.run(Agent(FunctionModel(recalling)), 'What did the record of T2 say?')
     [answer] = found
     assert f'record T2 for customer {MARKER}' in answer  # found by its words, read back opened
+
+
+def test_the_web_pages_read_an_encrypted_store_given_its_keys(db_url: str) -> None:
+    async def write() -> None:
+        async with SessionStore(db_url, processor=summarizer(), encryption=keys('k1')) as store:
+            await converse(store, 'alice', 3)
+
+    asyncio.run(write())
+    with web_client(db_url, read_only=True, encryption=keys('k1')) as client:
+        page = client.get('/sessions/alice').text
+        found = client.get('/search?q=zebras+T1&match=words').text
+    assert f'record T2 for customer {MARKER}' in page
+    assert 'href="/sessions/alice?at=4#m4"' in found
