@@ -6,8 +6,8 @@ import asyncio
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, TypeVar
+from contextlib import asynccontextmanager
+from typing import TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.engine import URL
@@ -15,8 +15,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from . import migration
-from ._driver import Transaction, is_locked
-from ._driver import transaction as driver_transaction
+from ._driver import Work, is_locked, run_transaction
 from ._engine import SQLITE_BEGIN, create_engine, sqlite_path
 from ._ids import check_id
 from ._run_state import WindowCache
@@ -120,35 +119,42 @@ class Database:
         """
         return await self._retrying(session_id, self._writers, work)
 
-    async def write_direct(self, session_id: str, work: Callable[[Transaction], Awaitable[T]]) -> T:
-        """`write` on the driver's own connection, for the hot path's statements (see `_driver`)."""
-        return await self._retrying(session_id, lambda: driver_transaction(self.engine), work)
+    async def write_direct(self, session_id: str, work: Callable[[], Work[T]]) -> T:
+        """`write` on the driver's own connection, for the hot path's statements (see `_driver`); `work` may run
+        more than once (from the start), so it must only yield statements."""
+        await self.ready()
+        for attempt in range(1, _LOCKED_TRIES + 1):
+            try:
+                return await run_transaction(self.engine, work)
+            except sqlite3.OperationalError as error:
+                if not is_locked(error):
+                    raise
+                await self._locked(session_id, attempt)
+        raise AssertionError('unreachable')
 
     async def _retrying(
-        self,
-        session_id: str,
-        opened: Callable[[], AbstractAsyncContextManager[Any]],
-        work: Callable[[Any], Awaitable[T]],
+        self, session_id: str, opened: Callable[[], AsyncSession], work: Callable[[AsyncSession], Awaitable[T]]
     ) -> T:
         await self.ready()
         for attempt in range(1, _LOCKED_TRIES + 1):
             try:
-                async with opened() as db:
-                    if isinstance(db, AsyncSession):
-                        async with db.begin():
-                            return await work(db)
+                async with opened() as db, db.begin():
                     return await work(db)
             except (OperationalError, sqlite3.OperationalError) as error:
                 if not is_locked(getattr(error, 'orig', error)):
                     raise
-                if attempt == _LOCKED_TRIES:
-                    raise StoreError(
-                        f'Session {session_id!r}: the SQLite database stayed locked by other writers through '
-                        f'{_LOCKED_TRIES} tries; nothing was written. Try again, or move to PostgreSQL for '
-                        'many concurrent writers.'
-                    ) from None
-                await asyncio.sleep(0.01 * attempt * (0.5 + random.random()))
+                await self._locked(session_id, attempt)
         raise AssertionError('unreachable')
+
+    async def _locked(self, session_id: str, attempt: int) -> None:
+        """Wait a little before trying a refused write again; give up after the last try, saying so."""
+        if attempt == _LOCKED_TRIES:
+            raise StoreError(
+                f'Session {session_id!r}: the SQLite database stayed locked by other writers through '
+                f'{_LOCKED_TRIES} tries; nothing was written. Try again, or move to PostgreSQL for '
+                'many concurrent writers.'
+            ) from None
+        await asyncio.sleep(0.01 * attempt * (0.5 + random.random()))
 
 
 async def find_session(db: AsyncSession, session_id: str, scope: str | None) -> SessionRow:

@@ -2,7 +2,8 @@
 
 A run reads one row (its session's revision and window bounds) and writes one transaction (the session
 moved, its messages appended). Through SQLAlchemy's async adaptation each statement costs several
-trips to aiosqlite's thread and a pass through the engine's layers; here each costs one. SQLAlchemy
+trips to aiosqlite's thread and a pass through the engine's layers; here each costs one, and on SQLite a
+whole write transaction costs one. SQLAlchemy
 still does the compiling (once per statement and dialect, for the whole process) and its types'
 bind and result processors still encode and decode the values, so the rows are exactly what the
 rest of the store writes and reads. Connections come from the store's pool.
@@ -11,17 +12,29 @@ rest of the store writes and reads. Connections come from the store's pool.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, TypeVar, cast
 
 from sqlalchemy import ClauseElement, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ReturnsRows
 
-__all__ = ('Prepared', 'Transaction', 'fetch_row', 'is_locked', 'prepared', 'transaction')
+__all__ = (
+    'Execute',
+    'ExecuteMany',
+    'Prepared',
+    'Scalar',
+    'Step',
+    'Work',
+    'fetch_row',
+    'is_locked',
+    'prepared',
+    'run_transaction',
+)
+
+T = TypeVar('T')
 
 
 @dataclass(frozen=True)
@@ -80,54 +93,115 @@ async def fetch_row(engine: AsyncEngine, statement: ClauseElement, values: Mappi
     return None if raw is None else query.row(raw)
 
 
-class Transaction:
-    """Statements in one write transaction on a driver connection, one round trip each."""
+class Execute(NamedTuple):
+    """Run `statement` once; the step's result is how many rows it changed."""
 
-    def __init__(self, driver: Any, dialect: Dialect) -> None:
-        self._driver = driver
-        self._dialect = dialect
-        self._sqlite = dialect.name == 'sqlite'
-
-    async def execute(self, statement: ClauseElement, values: Mapping[str, Any]) -> int:
-        """Run `statement` once; how many rows it changed."""
-        query = prepared(statement, self._dialect)
-        if self._sqlite:
-            return int((await self._driver.execute(query.sql, query.arguments(values))).rowcount)
-        status: str = await self._driver.execute(query.sql, *query.arguments(values))
-        return int(status.rsplit(' ', 1)[-1])
-
-    async def execute_many(self, statement: ClauseElement, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Run `statement` once per row, in one round trip."""
-        query = prepared(statement, self._dialect, many=True)
-        await self._driver.executemany(query.sql, [query.arguments(row) for row in rows])
-
-    async def scalar(self, statement: ClauseElement, values: Mapping[str, Any]) -> Any:
-        """Run `statement` (an INSERT ... RETURNING one column, say); the first column of its first row."""
-        query = prepared(statement, self._dialect)
-        if self._sqlite:
-            rows = list(await self._driver.execute_fetchall(query.sql, query.arguments(values)))
-            raw = rows[0]
-        else:
-            raw = await self._driver.fetchrow(query.sql, *query.arguments(values))
-        return query.row(raw)[0]
+    statement: ClauseElement
+    values: Mapping[str, Any]
 
 
-@asynccontextmanager
-async def transaction(engine: AsyncEngine) -> AsyncIterator[Transaction]:
-    """A write transaction, committed when the block ends, rolled back if it raises.
+class ExecuteMany(NamedTuple):
+    """Run `statement` once per row (one call to the driver); the step's result is `None`."""
 
-    On SQLite it begins IMMEDIATE: the write lock is taken up front (waiting out the busy timeout),
-    as every writer of the store takes it.
+    statement: ClauseElement
+    rows: Sequence[Mapping[str, Any]]
+
+
+class Scalar(NamedTuple):
+    """Run `statement` (an INSERT ... RETURNING one column, say); the step's result is its first row's first column."""
+
+    statement: ClauseElement
+    values: Mapping[str, Any]
+
+
+Step = Execute | ExecuteMany | Scalar
+Work = Generator[Step, Any, T]
+"""A write transaction's statements, as a generator: it yields each step and is sent the step's result.
+
+Written once, run two ways: step by step, one round trip each (PostgreSQL), or whole on SQLite's side of
+aiosqlite's thread, so the transaction costs one trip there instead of one per statement.
+"""
+
+
+async def run_transaction(engine: AsyncEngine, work: Callable[[], Work[T]]) -> T:
+    """Run `work` in one write transaction, committed when it returns, rolled back if it raises.
+
+    On SQLite it begins IMMEDIATE: the write lock is taken up front (waiting out the busy timeout), as every
+    writer of the store takes it; and the whole transaction, from BEGIN to COMMIT, runs in one trip to the
+    connection's thread.
     """
     async with engine.connect() as connection:
         driver = await _driver_of(connection)
+        if engine.dialect.name == 'sqlite':
+            run_in_thread = _in_thread(driver)
+            if run_in_thread is not None:
+                return cast(T, await run_in_thread(_run_sqlite, driver, engine.dialect, work))
         await driver.execute('BEGIN IMMEDIATE' if engine.dialect.name == 'sqlite' else 'BEGIN')
         try:
-            yield Transaction(driver, engine.dialect)
+            steps, result = work(), None
+            while True:
+                result = await _perform(driver, engine.dialect, steps.send(result))
+        except StopIteration as done:
+            await driver.execute('COMMIT')
+            return cast(T, done.value)
         except BaseException:
             await driver.execute('ROLLBACK')
             raise
-        await driver.execute('COMMIT')
+
+
+def _in_thread(driver: Any) -> Callable[..., Awaitable[Any]] | None:
+    """aiosqlite's way of running a function on its connection's thread, which its own methods use.
+
+    It is not public API (as the `_tx` queue SQLAlchemy's adapter reaches into is not): should a release
+    drop it, writes take one trip per statement instead, and a test says so.
+    """
+    run = getattr(driver, '_execute', None)
+    return run if callable(run) and hasattr(driver, '_conn') else None
+
+
+def _run_sqlite(driver: Any, dialect: Dialect, work: Callable[[], Work[T]]) -> T:
+    """`work` on the connection's own thread, from BEGIN IMMEDIATE to COMMIT (ROLLBACK if it raises)."""
+    connection: sqlite3.Connection = driver._conn
+    connection.execute('BEGIN IMMEDIATE')
+    try:
+        steps, result = work(), None
+        while True:
+            step = steps.send(result)
+            if isinstance(step, ExecuteMany):
+                query = prepared(step.statement, dialect, many=True)
+                connection.executemany(query.sql, [query.arguments(row) for row in step.rows])
+                result = None
+                continue
+            query = prepared(step.statement, dialect)
+            cursor = connection.execute(query.sql, query.arguments(step.values))
+            result = query.row(cursor.fetchone())[0] if isinstance(step, Scalar) else cursor.rowcount
+    except StopIteration as done:
+        connection.execute('COMMIT')
+        return done.value  # type: ignore[no-any-return]
+    except BaseException:
+        connection.execute('ROLLBACK')
+        raise
+
+
+async def _perform(driver: Any, dialect: Dialect, step: Step) -> Any:
+    """One step on the driver's connection: one round trip."""
+    sqlite = dialect.name == 'sqlite'
+    if isinstance(step, ExecuteMany):
+        query = prepared(step.statement, dialect, many=True)
+        await driver.executemany(query.sql, [query.arguments(row) for row in step.rows])
+        return None
+    query = prepared(step.statement, dialect)
+    arguments = query.arguments(step.values)
+    if isinstance(step, Scalar):
+        if sqlite:
+            raw = next(iter(await driver.execute_fetchall(query.sql, arguments)))
+        else:
+            raw = await driver.fetchrow(query.sql, *arguments)
+        return query.row(raw)[0]
+    if sqlite:
+        return int((await driver.execute(query.sql, arguments)).rowcount)
+    status: str = await driver.execute(query.sql, *arguments)
+    return int(status.rsplit(' ', 1)[-1])
 
 
 async def _driver_of(connection: AsyncConnection) -> Any:

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ._archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
 from ._codec import dump_usage, now
 from ._database import Database
-from ._driver import Transaction, fetch_row
+from ._driver import Execute, ExecuteMany, Scalar, Work, fetch_row
 from ._ids import check_id, new_token
 from ._run_state import LoadedWindow, RunRecord, StoredWindow, WindowProcessor, head_read
 from ._sealing import Vault
@@ -219,16 +219,16 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
     }
     rows = message_rows(vault, loaded.segment_pk, loaded.message_count, record.messages, record.tokens)
 
-    async def append(db: Transaction) -> None:
+    def append() -> Work[None]:
         summary_pks.clear()
-        if await db.execute(_ADVANCE, moving) != 1:
+        if (yield Execute(_ADVANCE, moving)) != 1:
             raise SessionConflict(session_id)
         if rows:
-            await db.execute_many(MESSAGE_INSERT, rows)
+            yield ExecuteMany(MESSAGE_INSERT, rows)
         previous = loaded.summary_pk
         for summary in record.summaries:
             row = summary_row(vault, loaded.segment_pk, previous, summary, now())
-            previous = int(await db.scalar(SUMMARY_INSERT, row))
+            previous = int((yield Scalar(SUMMARY_INSERT, row)))
             summary_pks.append(previous)
 
     with span(
