@@ -12,12 +12,13 @@ rest of the store writes and reads. Connections come from the store's pool.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
 
 from sqlalchemy import ClauseElement, Dialect
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ReturnsRows
 
@@ -29,6 +30,7 @@ __all__ = (
     'Step',
     'Work',
     'fetch_row',
+    'fetch_rows',
     'is_locked',
     'prepared',
     'run_transaction',
@@ -82,15 +84,19 @@ def prepared(statement: ClauseElement, dialect: Dialect, *, many: bool = False) 
 
 async def fetch_row(engine: AsyncEngine, statement: ClauseElement, values: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """The first row `statement` returns, decoded; `None` if none. One round trip, outside any transaction."""
+    rows = await fetch_rows(engine, statement, values)
+    return rows[0] if rows else None
+
+
+async def fetch_rows(engine: AsyncEngine, statement: ClauseElement, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Every row `statement` returns, decoded. One round trip, outside any transaction."""
     query = prepared(statement, engine.dialect)
-    async with engine.connect() as connection:
-        driver = await _driver_of(connection)
+    async with _driver_connection(engine) as driver:
         if engine.dialect.name == 'sqlite':
-            rows = list(await driver.execute_fetchall(query.sql, query.arguments(values)))
-            raw = rows[0] if rows else None
+            raw = await driver.execute_fetchall(query.sql, query.arguments(values))
         else:
-            raw = await driver.fetchrow(query.sql, *query.arguments(values))
-    return None if raw is None else query.row(raw)
+            raw = await driver.fetch(query.sql, *query.arguments(values))
+    return [query.row(row) for row in raw]
 
 
 class Execute(NamedTuple):
@@ -130,8 +136,7 @@ async def run_transaction(engine: AsyncEngine, work: Callable[[], Work[T]]) -> T
     writer of the store takes it; and the whole transaction, from BEGIN to COMMIT, runs in one trip to the
     connection's thread.
     """
-    async with engine.connect() as connection:
-        driver = await _driver_of(connection)
+    async with _driver_connection(engine) as driver:
         if engine.dialect.name == 'sqlite':
             run_in_thread = _in_thread(driver)
             if run_in_thread is not None:
@@ -204,11 +209,19 @@ async def _perform(driver: Any, dialect: Dialect, step: Step) -> Any:
     return int(status.rsplit(' ', 1)[-1])
 
 
-async def _driver_of(connection: AsyncConnection) -> Any:
-    """The driver's own connection (aiosqlite's or asyncpg's) under a pooled one."""
-    driver = (await connection.get_raw_connection()).driver_connection
-    assert driver is not None
-    return driver
+@asynccontextmanager
+async def _driver_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
+    """The driver's own connection (aiosqlite's or asyncpg's), checked out of the store's pool and back.
+
+    Straight from the pool: an engine-level `Connection` around it costs about 0.08 ms more per checkout.
+    """
+    pooled = await engine.raw_connection()
+    try:
+        driver = pooled.driver_connection
+        assert driver is not None
+        yield driver
+    finally:
+        pooled.close()
 
 
 def is_locked(error: BaseException) -> bool:

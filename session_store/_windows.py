@@ -9,22 +9,23 @@ gives the session a new revision, and a window whose revision is not the stored 
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import JSON, DateTime, Integer, bindparam, column, func, select, text, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import JSON, BigInteger, DateTime, Integer, Text, bindparam, column, select, text, update
+from sqlalchemy.sql.expression import TextualSelect
 
 from ._archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
 from ._codec import dump_usage, now
 from ._database import Database
-from ._driver import Execute, ExecuteMany, Scalar, Work, fetch_row
+from ._driver import Execute, ExecuteMany, Scalar, Work, fetch_row, fetch_rows
 from ._ids import check_id, new_token
-from ._run_state import LoadedWindow, RunRecord, StoredWindow, WindowProcessor, head_read
+from ._run_state import Entry, LoadedWindow, RunRecord, StoredWindow, WindowProcessor, head_read
 from ._sealing import Vault
 from ._telemetry import span
-from ._tree import Span, on_path, path_spans, usable_summaries
+from ._tree import Span, path_spans
 from .errors import SessionConflict, SessionNotFound
-from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .rows import SegmentRow, SessionRow
 
 __all__ = ('load_window', 'store_run')
 
@@ -82,8 +83,7 @@ async def load_window(
         window = database.windows.get(session_id, row.pk, row.revision)
         current.set_attribute('session_store.window.cached', window is not None)
         if window is None:
-            async with database.connect() as db:
-                window = await _read_window(db, database.sealer.vault(session_id, row.pk), row)
+            window = await _read_window(database, database.sealer.vault(session_id, row.pk), row)
             database.windows.put(session_id, window)
         loaded = window.loaded(processor)
         current.set_attribute('session_store.window.messages', len(loaded.messages))
@@ -92,18 +92,41 @@ async def load_window(
     return loaded
 
 
-async def _read_window(db: AsyncConnection, vault: Vault, row: _Head) -> StoredWindow:
-    """The window read from the archive: range scans along the active path, the archive between them skipped."""
+async def _read_window(database: Database, vault: Vault, row: _Head) -> StoredWindow:
+    """The window read from the archive: range scans along the active path, the archive between them skipped.
+
+    One statement, sent straight to the driver: the head and tail scans of every segment on the path, and
+    the summaries around the window's start.
+    """
     segment_pk = row.active_segment_pk
     assert segment_pk is not None, f'session {vault.session_id!r} has no active segment'
-    # A path that never left its root segment needs no walk through the tree.
-    linear = [Span(segment_pk, 0, row.message_count)]
-    spans = linear if row.forked is None else await path_spans(db, row.pk, segment_pk, row.message_count)
-    summary, next_summary_at = await _summaries_around(db, vault, spans, row.window_start)
-    head = (0, head_read(row.head_end, row.window_start))
-    messages = MessageRow.__table__.c
-    query = select(messages.position, messages.payload, messages.tokens)
-    rows = (await db.execute(on_path(query, spans, head, (row.window_start, row.message_count)))).all()
+    if row.forked is None:  # a path that never left its root segment needs no walk through the tree
+        spans = [Span(segment_pk, 0, row.message_count)]
+    else:
+        async with database.connect() as db:
+            spans = await path_spans(db, row.pk, segment_pk, row.message_count)
+    head = head_read(row.head_end, row.window_start)
+    values: dict[str, Any] = {'session_pk': row.pk, 'window_start': row.window_start}
+    for i, on in enumerate(spans):
+        values |= {
+            f's{i}': on.segment_pk,
+            f'e{i}': on.end,
+            f'h{i}_from': on.start,
+            f'h{i}_to': min(head, on.end),
+            f't{i}_from': max(row.window_start, on.start),
+            f't{i}_to': on.end,
+        }
+    entries: list[Entry] = []
+    before: list[tuple[int, int, str]] = []
+    after: list[int] = []
+    for kind, position, body, number in await fetch_rows(database.engine, _window_read(len(spans)), values):
+        if kind == _MESSAGE:
+            entries.append((position, vault.message(position, body), number))
+        elif position <= row.window_start:
+            before.append((position, number, body))
+        else:
+            after.append(position)
+    best = max(before, default=None)
     return StoredWindow(
         session_pk=row.pk,
         segment_pk=segment_pk,
@@ -111,37 +134,49 @@ async def _read_window(db: AsyncConnection, vault: Vault, row: _Head) -> StoredW
         message_count=row.message_count,
         head_end=row.head_end,
         window_start=row.window_start,
-        summary=summary,
-        next_summary_at=next_summary_at,
-        entries=tuple((position, vault.message(position, payload), tokens) for position, payload, tokens in rows),
+        summary=None if best is None else (best[1], vault.open('summary', best[2])),
+        next_summary_at=min(after, default=None),
+        entries=tuple(entries),
         usage=row.usage or {},
         deferred_tool_requests=vault.open_json('deferred tool requests', row.deferred_tool_requests),
     )
 
 
-async def _summaries_around(
-    db: AsyncConnection, vault: Vault, spans: list[Span], window_start: int
-) -> tuple[tuple[int, str] | None, int | None]:
-    """The summary a window starting at `window_start` builds on, and where the next one on the path ends.
+_MESSAGE, _SUMMARY = 0, 1
 
-    One query: the summaries wholly on the path from the widest ending by `window_start` on. Later ones
-    exist only where a path was made active mid-chain; knowing where the first ends lets a cached window
-    tell whether moving its start would reach it.
+
+@cache
+def _window_read(spans: int) -> TextualSelect:
+    """The cold read of a window on a path of `spans` segments, as rows (kind, position, body, number):
+
+    - `_MESSAGE`, position, payload, token count: the head (`h{i}_from..h{i}_to`) and the tail
+      (`t{i}_from..t{i}_to`) scanned on each segment `s{i}` of the path, one range scan each (a range may be
+      empty), on the (segment, position) index;
+    - `_SUMMARY`, covers_to, text, key: the summaries wholly on the path (made on a segment `s{i}`, ending by
+      `e{i}`, where the path leaves it) from the widest ending by `window_start` on. Later ones exist only
+      where a path was made active mid-chain; knowing where the first ends lets a cached window tell
+      whether moving its start would reach it.
+
+    Plain SQL both backends read alike, so that a first open compiles it in no time.
     """
-    summaries = SummaryRow.__table__.c
-    on_path_ = (summaries.session_pk == vault.session_pk, usable_summaries(spans))
-    widest = select(func.max(summaries.covers_to)).where(*on_path_, summaries.covers_to <= window_start)
-    rows = (
-        await db.execute(
-            select(summaries.pk, summaries.text, summaries.covers_to).where(
-                *on_path_, summaries.covers_to >= func.coalesce(widest.scalar_subquery(), -1)
-            )
-        )
-    ).all()
-    before = [(covers_to, pk, text) for pk, text, covers_to in rows if covers_to <= window_start]
-    after = [covers_to for _, _, covers_to in rows if covers_to > window_start]
-    best = max(before, default=None)
-    return (None if best is None else (best[1], vault.open('summary', best[2]))), min(after, default=None)
+    scans = ' UNION ALL '.join(
+        f'SELECT {_MESSAGE}, position, payload, tokens FROM messages '
+        f'WHERE segment_pk = :s{i} AND position >= :{scan}{i}_from AND position < :{scan}{i}_to'
+        for i in range(spans)
+        for scan in ('h', 't')
+    )
+    on_path = ' OR '.join(f'(segment_pk = :s{i} AND covers_to <= :e{i})' for i in range(spans))
+    widest = (
+        f'SELECT max(covers_to) FROM summaries WHERE session_pk = :session_pk AND ({on_path}) '
+        'AND covers_to <= :window_start'
+    )
+    summaries = (
+        f'SELECT {_SUMMARY}, covers_to, text, pk FROM summaries WHERE session_pk = :session_pk AND ({on_path}) '
+        f'AND covers_to >= COALESCE(({widest}), -1)'
+    )
+    return text(f'{scans} UNION ALL {summaries} ORDER BY 1, 2').columns(
+        column('kind', Integer), column('position', Integer), column('body', Text), column('number', BigInteger)
+    )
 
 
 _ADVANCE = (
