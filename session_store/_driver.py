@@ -31,6 +31,7 @@ __all__ = (
     'Work',
     'fetch_row',
     'fetch_rows',
+    'in_thread',
     'is_locked',
     'prepared',
     'run_transaction',
@@ -138,7 +139,7 @@ async def run_transaction(engine: AsyncEngine, work: Callable[[], Work[T]]) -> T
     """
     async with _driver_connection(engine) as driver:
         if engine.dialect.name == 'sqlite':
-            run_in_thread = _in_thread(driver)
+            run_in_thread = in_thread(driver)
             if run_in_thread is not None:
                 return cast(T, await run_in_thread(_run_sqlite, driver, engine.dialect, work))
         await driver.execute('BEGIN IMMEDIATE' if engine.dialect.name == 'sqlite' else 'BEGIN')
@@ -154,7 +155,7 @@ async def run_transaction(engine: AsyncEngine, work: Callable[[], Work[T]]) -> T
             raise
 
 
-def _in_thread(driver: Any) -> Callable[..., Awaitable[Any]] | None:
+def in_thread(driver: Any) -> Callable[..., Awaitable[Any]] | None:
     """aiosqlite's way of running a function on its connection's thread, which its own methods use.
 
     It is not public API (as the `_tx` queue SQLAlchemy's adapter reaches into is not): should a release

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,9 @@ from sqlalchemy import Connection, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.util import await_only
+
+from ._driver import in_thread
 
 __all__ = ('DEFAULT_URL', 'SQLITE_BEGIN', 'create_engine', 'database_url', 'in_memory', 'sqlite_path')
 
@@ -87,29 +91,54 @@ def create_engine(url: URL, *, read_only: bool = False) -> AsyncEngine:
     return engine
 
 
-def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
+_SQLITE_SETTINGS = (
     # WAL lets readers and one writer work at once; the busy timeout makes a second writer wait for
     # the lock instead of failing with "database is locked"; foreign keys make deletes cascade.
-    cursor = dbapi_connection.cursor()
-    cursor.execute('PRAGMA journal_mode=WAL')
-    cursor.execute('PRAGMA busy_timeout=30000')
-    cursor.execute('PRAGMA foreign_keys=ON')
-    cursor.execute('PRAGMA synchronous=NORMAL')
+    'PRAGMA journal_mode=WAL',
+    'PRAGMA busy_timeout=30000',
+    'PRAGMA foreign_keys=ON',
+    'PRAGMA synchronous=NORMAL',
     # Pages that deleted rows leave are zeroed, so a deleted conversation's text doesn't linger in the file.
-    cursor.execute('PRAGMA secure_delete=ON')
-    cursor.close()
-    # The driver would open transactions itself, lazily and never before DDL; the `begin` event
-    # opens them instead, so migrations are atomic and writers can start IMMEDIATE.
-    dbapi_connection.isolation_level = None
+    'PRAGMA secure_delete=ON',
+)
+_SQLITE_READ_ONLY_SETTINGS = (
+    # Setting the journal mode is a write; a reader only waits out writers and never writes.
+    'PRAGMA busy_timeout=30000',
+    'PRAGMA query_only=ON',
+)
+
+
+def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    _settle(dbapi_connection, _SQLITE_SETTINGS)
 
 
 def _tune_sqlite_readonly(dbapi_connection: Any, _record: Any) -> None:
-    # Setting the journal mode is a write; a reader only waits out writers and never writes.
+    _settle(dbapi_connection, _SQLITE_READ_ONLY_SETTINGS)
+
+
+def _settle(dbapi_connection: Any, pragmas: tuple[str, ...]) -> None:
+    """A new connection's settings, in one trip to aiosqlite's thread (a dozen through the adapted cursor).
+
+    The driver would open transactions itself, lazily and never before DDL; the `begin` event opens them
+    instead (isolation level `None`), so migrations are atomic and writers can start IMMEDIATE.
+    """
+    driver = dbapi_connection.driver_connection
+    run = in_thread(driver)
+    if run is not None:
+        await_only(run(_settle_in_thread, driver, pragmas))
+        return
     cursor = dbapi_connection.cursor()
-    cursor.execute('PRAGMA busy_timeout=30000')
-    cursor.execute('PRAGMA query_only=ON')
+    for pragma in pragmas:
+        cursor.execute(pragma)
     cursor.close()
     dbapi_connection.isolation_level = None
+
+
+def _settle_in_thread(driver: Any, pragmas: tuple[str, ...]) -> None:
+    connection: sqlite3.Connection = driver._conn
+    for pragma in pragmas:
+        connection.execute(pragma).close()
+    connection.isolation_level = None
 
 
 def _begin_sqlite(connection: Connection) -> None:

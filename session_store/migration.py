@@ -18,11 +18,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import Connection, String, column, inspect, text
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ._driver import fetch_row
 from ._engine import SQLITE_BEGIN, in_memory
 from .errors import SchemaMismatch
 
@@ -97,16 +97,17 @@ async def revision(engine: AsyncEngine) -> str | None:
 SCHEMA_REVISION = '0004'
 """The head revision of the migrations this version ships (a test holds it to them): an open that finds the
 database at it reads one row, without loading the migration scripts."""
+_VERSION = text('SELECT version_num FROM alembic_version').columns(column('version_num', String))
+"""That row, read straight from the driver (see `_driver`)."""
 
 
 async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = True) -> None:
     """Migrate an empty database; refuse one at any other revision than ours, saying what to do."""
-    async with engine.connect() as connection:
-        try:
-            if await connection.scalar(text('SELECT version_num FROM alembic_version')) == SCHEMA_REVISION:
-                return
-        except DBAPIError:  # no revision table: an empty database, or not ours; the full check says which
-            pass
+    try:
+        if await fetch_row(engine, _VERSION, {}) == (SCHEMA_REVISION,):
+            return
+    except Exception:  # no revision table (an empty database, or not ours), or no database: the full check says
+        pass
     async with engine.connect() as connection:
         revision, has_tables = await connection.run_sync(_state)
     head = head_revision()

@@ -41,4 +41,4 @@ async def test_sqlite_runs_a_whole_write_in_one_trip_to_the_connections_thread(t
         await store.session('s')
         async with store._database.engine.connect() as connection:
             driver = (await connection.get_raw_connection()).driver_connection
-            assert _driver._in_thread(driver) is not None
+            assert _driver.in_thread(driver) is not None
