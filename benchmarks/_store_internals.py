@@ -5,12 +5,13 @@ than runs could, so they call what is not public API: `load_window` and `store_r
 and `insert_messages`, `new_session_row` and `add_root_segment` (`session_store._archive`) on the store's
 `Database`, the data carriers `RunRecord`
 and `NewSummary`, and the hot path's SQL compiled once per process (`session_store._driver`), which a timed
-first open forgets first. This file is the one place that reaches them; nothing else in `benchmarks/` does.
+first open forgets while it runs. This file is the one place that reaches them; nothing else in `benchmarks/` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
@@ -26,7 +27,7 @@ __all__ = (
     'NewSummary',
     'add_sessions',
     'append_messages',
-    'forget_compiled',
+    'compiled_forgotten',
     'load_window',
     'new_summary',
     'session_pks',
@@ -116,7 +117,15 @@ async def add_sessions(
             await _archive.insert_messages(db, _archive.message_rows(vault, segment_pk, 0, messages, tokens))
 
 
-def forget_compiled() -> None:
-    """Drop the SQL the store compiled for its hot path, which it keeps for the whole process: a first open
-    timed after this pays for compiling, as a first open after a restart would."""
+@contextmanager
+def compiled_forgotten() -> Iterator[None]:
+    """The SQL the store compiled for its hot path, which it keeps for the whole process, forgotten inside the
+    block: a first open timed in it pays for compiling, as a first open after a restart would. After the block
+    the process has it all again, as a long-running process does, so figures taken outside the block (a warm
+    read, a run on an open store) don't pay for recompiling what this one forgot."""
+    kept = dict(_driver._PREPARED)
     _driver._PREPARED.clear()
+    try:
+        yield
+    finally:
+        _driver._PREPARED.update(kept)
