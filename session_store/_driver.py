@@ -63,7 +63,8 @@ class Prepared:
         )
 
 
-_PREPARED: dict[tuple[int, str, bool], Prepared] = {}
+_PREPARED: dict[tuple[int, str, bool], tuple[ClauseElement, Prepared]] = {}
+"""Each statement compiled, keyed by its identity; the entry holds the statement, so no other can take its id."""
 
 
 def prepared(statement: ClauseElement, dialect: Dialect, *, many: bool = False) -> Prepared:
@@ -80,8 +81,8 @@ def prepared(statement: ClauseElement, dialect: Dialect, *, many: bool = False) 
         encoders = tuple(compiled.binds[name].type.bind_processor(dialect) for name in names)
         columns = statement.exported_columns if isinstance(statement, ReturnsRows) else ()
         decoders = tuple(column.type.result_processor(dialect, None) for column in columns)
-        found = _PREPARED[key] = Prepared(str(compiled), names, encoders, decoders)
-    return found
+        found = _PREPARED[key] = (statement, Prepared(str(compiled), names, encoders, decoders))
+    return found[1]
 
 
 async def fetch_row(engine: AsyncEngine, statement: ClauseElement, values: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -146,13 +147,17 @@ async def run_transaction(engine: AsyncEngine, work: Callable[[], Work[T]]) -> T
         await driver.execute('BEGIN IMMEDIATE' if engine.dialect.name == 'sqlite' else 'BEGIN')
         try:
             steps, result = work(), None
-            while True:
-                result = await _perform(driver, engine.dialect, steps.send(result))
-        except StopIteration as done:
+            try:
+                while True:
+                    result = await _perform(driver, engine.dialect, steps.send(result))
+            except StopIteration as done:
+                value = done.value
             await driver.execute('COMMIT')
-            return cast(T, done.value)
+            return cast(T, value)
         except BaseException:
-            await driver.execute('ROLLBACK')
+            # SQLite may have ended the transaction itself (a failed COMMIT, a full disk); PostgreSQL only warns.
+            if engine.dialect.name != 'sqlite' or driver.in_transaction:
+                await driver.execute('ROLLBACK')
             raise
 
 
@@ -172,21 +177,24 @@ def _run_sqlite(driver: Any, dialect: Dialect, work: Callable[[], Work[T]]) -> T
     connection.execute('BEGIN IMMEDIATE')
     try:
         steps, result = work(), None
-        while True:
-            step = steps.send(result)
-            if isinstance(step, ExecuteMany):
-                query = prepared(step.statement, dialect, many=True)
-                connection.executemany(query.sql, [query.arguments(row) for row in step.rows])
-                result = None
-                continue
-            query = prepared(step.statement, dialect)
-            cursor = connection.execute(query.sql, query.arguments(step.values))
-            result = query.row(cursor.fetchone())[0] if isinstance(step, Scalar) else cursor.rowcount
-    except StopIteration as done:
+        try:
+            while True:
+                step = steps.send(result)
+                if isinstance(step, ExecuteMany):
+                    query = prepared(step.statement, dialect, many=True)
+                    connection.executemany(query.sql, [query.arguments(row) for row in step.rows])
+                    result = None
+                    continue
+                query = prepared(step.statement, dialect)
+                cursor = connection.execute(query.sql, query.arguments(step.values))
+                result = query.row(cursor.fetchone())[0] if isinstance(step, Scalar) else cursor.rowcount
+        except StopIteration as done:
+            value: T = done.value
         connection.execute('COMMIT')
-        return done.value  # type: ignore[no-any-return]
+        return value
     except BaseException:
-        connection.execute('ROLLBACK')
+        if connection.in_transaction:  # SQLite may have ended it itself (a failed COMMIT, a full disk)
+            connection.execute('ROLLBACK')
         raise
 
 
