@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer, Text, bindparam, column, select, text, update
+from sqlalchemy import JSON, BigInteger, DateTime, Integer, Text, bindparam, column, text, update
 from sqlalchemy.sql.expression import TextualSelect
 
 from ._archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
@@ -47,23 +47,24 @@ class _Head(NamedTuple):
 
 
 _sessions, _segments = SessionRow.__table__, SegmentRow.__table__
-_HEAD = (
-    select(
-        _sessions.c.pk,
-        _sessions.c.scope,
-        _sessions.c.revision,
-        _sessions.c.message_count,
-        _sessions.c.head_end,
-        _sessions.c.window_start,
-        _sessions.c.active_segment_pk,
-        _sessions.c.usage,
-        _sessions.c.deferred_tool_requests,
-        _segments.c.parent_pk,
-    )
-    .select_from(_sessions.outerjoin(_segments, _segments.c.pk == _sessions.c.active_segment_pk))
-    .where(_sessions.c.session_id == bindparam('session_id'))
+_HEAD = text(
+    'SELECT sessions.pk, sessions.scope, sessions.revision, sessions.message_count, sessions.head_end, '
+    'sessions.window_start, sessions.active_segment_pk, sessions.usage, sessions.deferred_tool_requests, '
+    'segments.parent_pk FROM sessions LEFT OUTER JOIN segments ON segments.pk = sessions.active_segment_pk '
+    'WHERE sessions.session_id = :session_id'
+).columns(
+    _sessions.c.pk,
+    _sessions.c.scope,
+    _sessions.c.revision,
+    _sessions.c.message_count,
+    _sessions.c.head_end,
+    _sessions.c.window_start,
+    _sessions.c.active_segment_pk,
+    _sessions.c.usage,
+    _sessions.c.deferred_tool_requests,
+    _segments.c.parent_pk,
 )
-"""Reads a `_Head`."""
+"""Reads a `_Head`; plain SQL, so a first open compiles it in no time (the columns still decode the values)."""
 
 
 async def load_window(
