@@ -254,6 +254,8 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         'updated_at': now(),
     }
     rows = message_rows(vault, loaded.segment_pk, loaded.message_count, record.messages, record.tokens)
+    # Sealed here, on the event loop's thread: the transaction may run on SQLite's, and only links them.
+    summaries = [summary_row(vault, loaded.segment_pk, None, summary, now()) for summary in record.summaries]
 
     def append() -> Work[None]:
         summary_pks.clear()
@@ -262,9 +264,8 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         if rows:
             yield ExecuteMany(MESSAGE_INSERT, rows)
         previous = loaded.summary_pk
-        for summary in record.summaries:
-            row = summary_row(vault, loaded.segment_pk, previous, summary, now())
-            previous = int((yield Scalar(SUMMARY_INSERT, row)))
+        for row in summaries:
+            previous = int((yield Scalar(SUMMARY_INSERT, {**row, 'previous_pk': previous})))
             summary_pks.append(previous)
 
     with span(
