@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Select, Table, bindparam, select, update
+from sqlalchemy import ColumnElement, Select, Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import decode
@@ -111,26 +111,28 @@ class _Values(Protocol):
     def write(self) -> Any: ...
 
 
+def _batch(table: Table, after: int, limit: int, *values: ColumnElement[Any]) -> Select[Any]:
+    """A batch of a session-owned table's rows past primary key `after`: key, session id and pk, then `values`.
+
+    Locked for the pass on PostgreSQL (SQLite's write transaction holds the whole database already).
+    """
+    return (
+        select(table.c.pk, _sessions.c.session_id, table.c.session_pk, *values)
+        .join(_sessions, _sessions.c.pk == table.c.session_pk)
+        .where(table.c.pk > after)
+        .order_by(table.c.pk)
+        .limit(limit)
+        .with_for_update(of=table)
+    )
+
+
 class _MessageValues:
     """Message payloads, whose search text is made again with them (a blind index under the new key)."""
 
     name = 'messages'
 
     def read(self, after: int, limit: int) -> Select[Any]:
-        return (
-            select(
-                _messages.c.pk,
-                _sessions.c.session_id,
-                _messages.c.session_pk,
-                _messages.c.position,
-                _messages.c.payload,
-            )
-            .join(_sessions, _sessions.c.pk == _messages.c.session_pk)
-            .where(_messages.c.pk > after)
-            .order_by(_messages.c.pk)
-            .limit(limit)
-            .with_for_update(of=_messages)
-        )
+        return _batch(_messages, after, limit, _messages.c.position, _messages.c.payload)
 
     def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None:
         pk, session_id, session_pk, position, payload = row
@@ -153,14 +155,7 @@ class _SummaryValues:
     name = 'summaries'
 
     def read(self, after: int, limit: int) -> Select[Any]:
-        return (
-            select(_summaries.c.pk, _sessions.c.session_id, _summaries.c.session_pk, _summaries.c.text)
-            .join(_sessions, _sessions.c.pk == _summaries.c.session_pk)
-            .where(_summaries.c.pk > after)
-            .order_by(_summaries.c.pk)
-            .limit(limit)
-            .with_for_update(of=_summaries)
-        )
+        return _batch(_summaries, after, limit, _summaries.c.text)
 
     def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None:
         pk, session_id, session_pk, text = row

@@ -52,8 +52,9 @@ def returns_in(messages: list[ModelMessage]) -> list[ToolReturnPart]:
     return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
 
 
-async def test_a_5_mb_tool_output_reaches_the_model_truncated_and_the_history_keeps_it_whole() -> None:
-    seen: list[list[ModelMessage]] = []
+def exporting_agent(seen: list[list[ModelMessage]]) -> tuple[Agent[None, str], ContextManagerCapability]:
+    """An agent whose first request calls `export` (5 MB back), with a context manager cutting tool outputs
+    to 500 tokens; every request the model gets lands in `seen`."""
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         seen.append(messages)
@@ -70,6 +71,12 @@ async def test_a_5_mb_tool_output_reaches_the_model_truncated_and_the_history_ke
     def export() -> str:
         return FIVE_MB
 
+    return agent, manager
+
+
+async def test_a_5_mb_tool_output_reaches_the_model_truncated_and_the_history_keeps_it_whole() -> None:
+    seen: list[list[ModelMessage]] = []
+    agent, manager = exporting_agent(seen)
     result = await agent.run('export everything')
 
     (sent,) = returns_in(seen[1])

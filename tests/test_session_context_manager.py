@@ -22,7 +22,7 @@ from processors import ContextManagerCapability, Summary, summary_text
 from session_store import SessionStore
 from testkit.histories import pair_violations
 from testkit.scripted import NEW_MESSAGES, PREVIOUS
-from tests.test_context_manager import FIVE_MB, Chatty, Summarizer, returns_in
+from tests.test_context_manager import FIVE_MB, Chatty, Summarizer, exporting_agent, returns_in
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -168,22 +168,7 @@ async def test_a_5_mb_tool_output_reaches_the_model_truncated_and_the_archive_ke
     store_factory: StoreFactory,
 ) -> None:
     seen: list[list[ModelMessage]] = []
-
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append(messages)
-        if len(seen) == 1:
-            return ModelResponse(parts=[ToolCallPart('export', {}, tool_call_id='big')])
-        return ModelResponse(parts=[TextPart('done')])
-
-    manager = ContextManagerCapability(
-        max_tokens=100_000, max_tool_output_tokens=500, summarization_model=FunctionModel(Summarizer())
-    )
-    agent = Agent(FunctionModel(model), capabilities=[manager])
-
-    @agent.tool_plain
-    def export() -> str:
-        return FIVE_MB
-
+    agent, manager = exporting_agent(seen)
     store = store_factory()
     session = await store.session('export', processor=manager)
     await session.run(agent, 'export everything')
