@@ -29,13 +29,13 @@ _messages, _summaries, _sessions = (cast(Table, row.__table__) for row in (Messa
 
 
 @dataclass
-class _Pass:
-    """One pass's running tally, handed to `on_batch` after every committed batch."""
+class _Batch:
+    """One batch's decisions: kept apart from the pass's tally until its transaction commits (it may be retried)."""
 
     sealer: Sealer
     clear_only: bool
-    counts: Counter[str] = field(default_factory=Counter[str])
     keys: Counter[str | None] = field(default_factory=Counter[str | None])
+    """The values it read, by the key each is under once the batch commits (`None`: clear)."""
 
     def wants(self, stored: Any) -> bool:
         """Whether a stored value is to be sealed again: clear, or (rekeying) under an older key."""
@@ -45,6 +45,14 @@ class _Pass:
         resealing = key_id is None if self.clear_only else key_id != self.sealer.current
         self.keys[self.sealer.current if resealing else key_id] += 1
         return resealing
+
+
+@dataclass
+class _Pass:
+    """One pass's running tally of committed batches, handed to `on_batch` after each."""
+
+    counts: Counter[str] = field(default_factory=Counter[str])
+    keys: Counter[str | None] = field(default_factory=Counter[str | None])
 
     def result(self) -> Resealed:
         return Resealed(
@@ -77,21 +85,25 @@ async def reseal(
         )
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f'batch_size must be a positive integer; got {batch_size!r}.')
-    tally = _Pass(sealer, clear_only)
+    tally = _Pass()
     tables: tuple[_Values, ...] = (_MessageValues(), _SummaryValues(), _SessionValues())
     for table in tables:
         after = 0
         while True:
 
-            async def batch(db: AsyncSession, table: _Values = table, after: int = after) -> tuple[int, int, int]:
+            async def batch(
+                db: AsyncSession, table: _Values = table, after: int = after
+            ) -> tuple[int, int, int, _Batch]:
+                done = _Batch(sealer, clear_only)
                 rows = (await db.execute(table.read(after, batch_size))).all()
-                changed = [values for row in rows if (values := table.resealed(tally, row)) is not None]
+                changed = [values for row in rows if (values := table.resealed(done, row)) is not None]
                 if changed:
                     await db.execute(table.write(), changed)
-                return (int(rows[-1][0]) if rows else after), len(rows), len(changed)
+                return (int(rows[-1][0]) if rows else after), len(rows), len(changed), done
 
-            after, read, changed = await database.write(f'(every {table.name})', batch)
+            after, read, changed, done = await database.write(f'(every {table.name})', batch)
             tally.counts[table.name] += changed
+            tally.keys.update(done.keys)
             if on_batch is not None and read:
                 on_batch(tally.result())
             if read < batch_size:
@@ -106,7 +118,7 @@ class _Values(Protocol):
 
     def read(self, after: int, limit: int) -> Select[Any]: ...
 
-    def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None: ...
+    def resealed(self, batch: _Batch, row: Sequence[Any]) -> dict[str, Any] | None: ...
 
     def write(self) -> Any: ...
 
@@ -134,11 +146,11 @@ class _MessageValues:
     def read(self, after: int, limit: int) -> Select[Any]:
         return _batch(_messages, after, limit, _messages.c.position, _messages.c.payload)
 
-    def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None:
+    def resealed(self, batch: _Batch, row: Sequence[Any]) -> dict[str, Any] | None:
         pk, session_id, session_pk, position, payload = row
-        if not tally.wants(payload):
+        if not batch.wants(payload):
             return None
-        sealer = tally.sealer
+        sealer = batch.sealer
         opened = sealer.open(session_id, session_pk, 'message', payload, f'the message at position {position}')
         message = decode(session_id, position, opened)
         return {'b_pk': pk, 'payload': sealer.seal(session_pk, 'message', opened), 'text': sealer.search_text(message)}
@@ -157,12 +169,12 @@ class _SummaryValues:
     def read(self, after: int, limit: int) -> Select[Any]:
         return _batch(_summaries, after, limit, _summaries.c.text)
 
-    def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None:
+    def resealed(self, batch: _Batch, row: Sequence[Any]) -> dict[str, Any] | None:
         pk, session_id, session_pk, text = row
-        if not tally.wants(text):
+        if not batch.wants(text):
             return None
-        opened = tally.sealer.open(session_id, session_pk, 'summary', text)
-        return {'b_pk': pk, 'text': tally.sealer.seal(session_pk, 'summary', opened)}
+        opened = batch.sealer.open(session_id, session_pk, 'summary', text)
+        return {'b_pk': pk, 'text': batch.sealer.seal(session_pk, 'summary', opened)}
 
     def write(self) -> Any:
         return update(_summaries).where(_summaries.c.pk == bindparam('b_pk')).values(text=bindparam('text'))
@@ -186,12 +198,12 @@ class _SessionValues:
             .with_for_update()
         )
 
-    def resealed(self, tally: _Pass, row: Sequence[Any]) -> dict[str, Any] | None:
+    def resealed(self, batch: _Batch, row: Sequence[Any]) -> dict[str, Any] | None:
         pk, session_id, *stored = row
-        wanted = [tally.wants(value) for value in stored]
+        wanted = [batch.wants(value) for value in stored]
         if not any(wanted):
             return None
-        sealer = tally.sealer
+        sealer = batch.sealer
         values: dict[str, Any] = {'b_pk': pk}
         for (column, kind), value in zip(self._kinds, stored, strict=True):
             values[column] = sealer.seal_json(pk, kind, sealer.open_json(session_id, pk, kind, value))
