@@ -51,7 +51,7 @@ def new_session_row(
     window_start: int = 0,
     usage: dict[str, Any] | None = None,
 ) -> SessionRow:
-    """A new session's row; its metadata is set once its key is known, from its primary key (`seal_metadata`)."""
+    """A new session's row; its metadata is set once its key is known, from its primary key (`Vault.seal_json`)."""
     moment = now()
     return SessionRow(
         session_id=session_id,
@@ -256,11 +256,13 @@ async def copy_path(
     """
     prefix = new_token() + '-'
     if not source.sealer.encrypting:
-        sealed = select(MessageRow.position, MessageRow.payload).where(MessageRow.payload.startswith(SEALED))
-        found = (await db.execute(on_path(sealed, spans, (0, end)).limit(1))).first()
-        if found is None:
-            return await _copy_clear(db, spans, end, prefix, target.session_pk, segment_pk)
-        source.message(*found)  # raises: this store has no key for it, and a copy must never hold what it can't read
+        copied = await _copy_clear(db, spans, end, prefix, target.session_pk, segment_pk)
+        if copied < end:  # a sealed row was left behind: a copy must never hold what this store can't read
+            sealed = select(MessageRow.position, MessageRow.payload).where(MessageRow.payload.startswith(SEALED))
+            found = (await db.execute(on_path(sealed, spans, (0, end)).limit(1))).first()
+            if found is not None:
+                source.message(*found)  # raises KeyUnavailable, naming its key; the caller's transaction rolls back
+        return copied
     read = select(MessageRow.position, MessageRow.payload, MessageRow.tokens, MessageRow.created_at)
     found_rows = (await db.execute(on_path(read, spans, (0, end)))).all()
     messages = [source.message(position, payload) for position, payload, _, _ in found_rows]
@@ -281,6 +283,7 @@ async def copy_path(
 async def _copy_clear(
     db: AsyncSession, spans: Sequence[Span], end: int, prefix: str, session_pk: int, segment_pk: int
 ) -> int:
+    """The path's clear rows below `end` copied in one INSERT ... SELECT, so their payloads never leave the database."""
     copy = select(
         literal(session_pk),
         literal(segment_pk),
@@ -292,7 +295,7 @@ async def _copy_clear(
         MessageRow.text,
         MessageRow.tokens,
         MessageRow.created_at,
-    ).select_from(MessageRow)
+    ).where(MessageRow.payload.not_like(f'{SEALED}%'))
     columns = ['session_pk', 'segment_pk', 'position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens']
     copied = await db.execute(insert(MessageRow).from_select([*columns, 'created_at'], on_path(copy, spans, (0, end))))
     return int(copied.rowcount)  # type: ignore[attr-defined]

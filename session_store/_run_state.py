@@ -13,7 +13,7 @@ from pydantic_ai.usage import RunUsage
 
 from processors import ContextManagerCapability, SlidingWindowProcessor, SummarizationProcessor, summary_request
 
-from ._codec import dump_usage, load_usage
+from ._codec import load_usage
 
 __all__ = (
     'LoadedWindow',
@@ -114,9 +114,12 @@ class StoredWindow:
     usage: dict[str, Any]
     deferred_tool_requests: dict[str, Any] | None
 
-    def after(self, revision: str, record: RunRecord, summary_pks: list[int]) -> StoredWindow | None:
-        """This window once `record` is stored under `revision`; `None` when only a read can tell which
-        summary it starts from (a stored one further along the path comes within reach).
+    def after(
+        self, revision: str, record: RunRecord, summary_pks: list[int], usage: dict[str, Any]
+    ) -> StoredWindow | None:
+        """This window once `record` is stored under `revision` (with `usage`, the run's usage as stored);
+        `None` when only a read can tell which summary it starts from (a stored one further along the path
+        comes within reach).
         """
         beyond = self.next_summary_at is not None and self.next_summary_at <= record.window_start
         if record.summaries:
@@ -144,7 +147,7 @@ class StoredWindow:
             summary=summary,
             next_summary_at=self.next_summary_at,
             entries=entries,
-            usage=dump_usage(record.usage),
+            usage=usage,
             deferred_tool_requests=record.deferred_tool_requests,
         )
 

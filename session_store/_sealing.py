@@ -73,7 +73,6 @@ class Sealer:
     """
 
     def __init__(self, encryption: Encryption | None) -> None:
-        self.encryption = encryption
         self._masters = dict(encryption.keys) if encryption is not None else {}
         self.current = encryption.current if encryption is not None else None
         """The id of the key new values are sealed with; `None` when the store writes clear."""
@@ -140,9 +139,9 @@ class Sealer:
 
     def open_json(self, session_id: str, session_pk: int, kind: Kind, stored: Any) -> Any:
         """A JSON column's value as written: a sealed string opened and parsed, a clear value as it is."""
-        if isinstance(stored, str) and stored.startswith(SEALED):
-            return json.loads(self.open(session_id, session_pk, kind, stored))
-        return stored
+        if key_id_of(stored) is None:
+            return stored
+        return json.loads(self.open(session_id, session_pk, kind, stored))
 
     def message(self, session_id: str, session_pk: int, position: int, stored: str) -> ModelMessage:
         """A stored payload opened and decoded, or an error naming the session and position."""

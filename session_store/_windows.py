@@ -242,6 +242,7 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
     revision = new_token()
     vault = database.sealer.vault(session_id, loaded.session_pk)
     summary_pks: list[int] = []
+    usage = dump_usage(record.usage)
     moving = {
         'b_pk': loaded.session_pk,
         'b_revision': loaded.revision,
@@ -249,7 +250,7 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         'message_count': loaded.message_count + len(record.messages),
         'head_end': record.head_end,
         'window_start': record.window_start,
-        'usage': dump_usage(record.usage),
+        'usage': usage,
         'deferred_tool_requests': vault.seal_json('deferred tool requests', record.deferred_tool_requests),
         'updated_at': now(),
     }
@@ -285,4 +286,4 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         else:
             await database.write_direct(session_id, append)
     cached = database.windows.get(session_id, loaded.session_pk, loaded.revision)
-    database.windows.put(session_id, None if cached is None else cached.after(revision, record, summary_pks))
+    database.windows.put(session_id, None if cached is None else cached.after(revision, record, summary_pks, usage))

@@ -174,7 +174,10 @@ async def test_a_wrong_or_missing_key_is_a_clear_error_never_an_empty_history(st
     # A fork would copy what the store can't read: refused too, and nothing is made.
     with pytest.raises(KeyUnavailable):
         await missing.fork('alice', at=4, new_session_id='copy')
-    assert [info.session_id for info in await store.sessions()] == ['alice']
+    await converse(store, 'bob', 2)  # no summary and no metadata: a whole-path fork reads nothing before copying
+    with pytest.raises(KeyUnavailable, match="the message at position 0 is encrypted with key 'k1'"):
+        await missing.fork('bob', at=8, new_session_id='copy')
+    assert sorted(info.session_id for info in await store.sessions()) == ['alice', 'bob']
 
 
 async def test_rotation_seals_everything_under_the_new_key_so_the_old_one_can_go(
