@@ -3,21 +3,19 @@
 The benchmarks time the store's own steps (reading a window, appending a run) and fill archives faster
 than runs could, so they call what is not public API: `load_window` and `store_run` (`session_store._windows`)
 and `insert_messages`, `new_session_row` and `add_root_segment` (`session_store._archive`) on the store's
-`Database`, the data carriers `RunRecord`
-and `NewSummary`, and the hot path's SQL compiled once per process (`session_store._driver`), which a timed
-first open forgets while it runs. This file is the one place that reaches them; nothing else in `benchmarks/` does.
+`Database`, and the data carriers `RunRecord`
+and `NewSummary`. This file is the one place that reaches them; nothing else in `benchmarks/` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import select, update
 
-from session_store import SessionStore, _archive, _driver, _windows
+from session_store import SessionStore, _archive, _windows
 from session_store._database import Database
 from session_store._run_state import LoadedWindow, NewSummary, RunRecord
 from session_store.rows import SessionRow
@@ -27,7 +25,6 @@ __all__ = (
     'NewSummary',
     'add_sessions',
     'append_messages',
-    'compiled_forgotten',
     'load_window',
     'new_summary',
     'session_pks',
@@ -115,17 +112,3 @@ async def add_sessions(
             segment_pk = await _archive.add_root_segment(db, row.pk)
             vault = _database(store).sealer.vault(session_id, row.pk)
             await _archive.insert_messages(db, _archive.message_rows(vault, segment_pk, 0, messages, tokens))
-
-
-@contextmanager
-def compiled_forgotten() -> Iterator[None]:
-    """The SQL the store compiled for its hot path, which it keeps for the whole process, forgotten inside the
-    block: a first open timed in it pays for compiling, as a first open after a restart would. After the block
-    the process has it all again, as a long-running process does, so figures taken outside the block (a warm
-    read, a run on an open store) don't pay for recompiling what this one forgot."""
-    kept = dict(_driver._PREPARED)
-    _driver._PREPARED.clear()
-    try:
-        yield
-    finally:
-        _driver._PREPARED.update(kept)

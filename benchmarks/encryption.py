@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from _bench_db import postgres_server
 from _bench_util import load_average, machine, quiet_gc
-from _store_internals import compiled_forgotten, load_window, store_run
+from _store_internals import load_window, store_run
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -144,14 +144,13 @@ async def measure_backend(urls: dict[str, str], turns: int, size: int, repeats: 
 
         def first_open(name: str) -> Measure:
             async def measure() -> float:
-                with compiled_forgotten():
-                    start = time.perf_counter()
-                    fresh = store(urls[name], name == 'encrypted')
-                    try:
-                        window = await (await fresh.session('archive')).context()
-                        elapsed = time.perf_counter() - start
-                    finally:
-                        await fresh.close()
+                start = time.perf_counter()
+                fresh = store(urls[name], name == 'encrypted')
+                try:
+                    window = await (await fresh.session('archive')).context()
+                    elapsed = time.perf_counter() - start
+                finally:
+                    await fresh.close()
                 assert len(window) == TAIL, len(window)  # the kept tail
                 return elapsed
 

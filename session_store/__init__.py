@@ -5,15 +5,26 @@ from ._engine import DEFAULT_URL
 from ._run_state import WindowProcessor
 from .conversations import SQLConversationStore
 from .encryption import Encryption
-from .errors import KeyUnavailable, SchemaMismatch, SessionConflict, SessionNotFound, StoreError
-from .exports import ExportedSegment, ExportedSummary, ExportError, SessionExport
+from .errors import (
+    DatabaseLocked,
+    ExportError,
+    KeyUnavailable,
+    SchemaMismatch,
+    SessionConflict,
+    SessionNotFound,
+    StoreError,
+    SummarizerFailed,
+)
+from .exports import ExportedSegment, ExportedSummary, SessionExport
 from .recall import Recall
-from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, StoredSummary
+from .results import Branch, Removed, Resealed, SearchHit, SessionInfo, SessionWindow, StoredSummary
 from .session import Session
 from .store import SessionStore
 
 __all__ = (
     'DEFAULT_URL',
+    'Branch',
+    'DatabaseLocked',
     'Encryption',
     'ExportError',
     'ExportedSegment',
@@ -34,5 +45,6 @@ __all__ = (
     'SessionWindow',
     'StoreError',
     'StoredSummary',
+    'SummarizerFailed',
     'WindowProcessor',
 )

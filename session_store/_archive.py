@@ -18,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import dump_message, dump_usage, now
 from ._database import Database, find_session
-from ._driver import fetch_row
 from ._ids import new_token
 from ._run_state import NewSummary
 from ._sealing import SEALED, Vault
@@ -122,9 +121,8 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
         except IntegrityError:  # created by a concurrent writer just now
             return await stored_scope(db)
 
-    # Most opens find the session: one row read straight from the driver, and a write only to create one.
-    await database.ready()
-    found = await fetch_row(database.engine, _SCOPE, {'session_id': session_id})
+    # Most opens find the session: one row read, and a write only to create one.
+    found = await database.statements(lambda db: db.execute(_SCOPE, {'session_id': session_id}).first())
     exists, stored = (False, None) if found is None else (True, found[0])
     if not exists:
         exists, stored = await database.write(session_id, create)

@@ -1,4 +1,4 @@
-"""`Database`: one store's engine, its read and write transactions, and the schema check before first use."""
+"""`Database`: one store's engines, its read and write transactions, and the schema check before first use."""
 
 from __future__ import annotations
 
@@ -6,25 +6,25 @@ import asyncio
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from . import migration
-from ._driver import Work, is_locked, run_transaction
-from ._engine import SQLITE_BEGIN, create_engine, sqlite_path
+from ._engine import SQLITE_BEGIN, create_engine, create_threaded_engine, sqlite_path
 from ._ids import check_id
 from ._run_state import WindowCache
 from ._sealing import Sealer
 from .encryption import Encryption
-from .errors import SessionNotFound, StoreError
+from .errors import DatabaseLocked, SessionNotFound, StoreError
 from .rows import SessionRow
 
-__all__ = ('Database', 'active_segment', 'find_session')
+__all__ = ('Database', 'active_segment', 'find_session', 'is_locked')
 
 T = TypeVar('T')
 
@@ -32,10 +32,18 @@ _LOCKED_TRIES = 8
 
 
 class Database:
-    """The engine behind a `SessionStore`, with the transactions everything else runs in.
+    """The engines behind a `SessionStore`, with the transactions everything else runs in.
 
-    Reads run in plain transactions (`read()`); writes run through `write()`, which on SQLite
-    begins IMMEDIATE and retries a refused lock, so "database is locked" never reaches a user.
+    Two kinds of work run here:
+
+    - the ORM's (`read()`, `write()`): an `AsyncSession` over the async engine;
+    - the hot path's (`statements()`, `transaction()`): a plain function of a synchronous SQLAlchemy
+      `Connection`, so that it runs whole in one hop. On a SQLite file it runs on a worker thread, over a
+      synchronous engine on the same file; elsewhere through the async engine's `AsyncConnection.run_sync`.
+
+    Writes begin IMMEDIATE on SQLite and retry a refused lock, so "database is locked" never reaches a user.
+    Hot-path work, once begun, finishes (committed or rolled back) even when the task awaiting it is
+    cancelled: the cancellation is raised after it, never in the middle of a transaction.
     """
 
     def __init__(
@@ -56,12 +64,10 @@ class Database:
         self._migrate_empty = migrate_empty and not read_only
         self._readers = async_sessionmaker(self.engine, expire_on_commit=False)
         self._writer = self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
-        self._autocommit = (
-            self.engine.execution_options(**{SQLITE_BEGIN: None})
-            if self.engine.dialect.name == 'sqlite'
-            else self.engine.execution_options(isolation_level='AUTOCOMMIT')
-        )
         self._writers = async_sessionmaker(self._writer, expire_on_commit=False)
+        self._autocommit = self.engine.execution_options(**_AUTOCOMMIT[self.backend])
+        self._threaded = create_threaded_engine(url, read_only=read_only)
+        self._threads: ThreadPoolExecutor | None = None
         self.windows = WindowCache()
         """The windows this store read or wrote last, decoded, each valid at its revision."""
         self._checked = False
@@ -81,7 +87,9 @@ class Database:
                 path = sqlite_path(self.url)
                 if self.read_only and path is not None and not path.exists():
                     raise StoreError(f'No database file at {path}: a read-only store opens only an existing one.')
-                await migration.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
+                revision = await self._run(migration.stamped_revision, transaction=False)
+                if revision != migration.SCHEMA_REVISION:
+                    await migration.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
                 self._checked = True
 
     async def migrate(self) -> None:
@@ -92,6 +100,11 @@ class Database:
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self._threaded is not None:
+            threads, self._threads = self._threads, None
+            if threads is not None:
+                await asyncio.to_thread(threads.shutdown)
+            self._threaded.dispose()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -102,11 +115,7 @@ class Database:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
-        """A plain connection for the hot path's reads, each statement on its own (no transaction around them).
-
-        For reads whose rows don't change once written (a window's messages and summaries), where an ORM
-        session's bookkeeping and a transaction's begin and end would only cost.
-        """
+        """A plain async connection, each statement on its own (no transaction around them)."""
         await self.ready()
         async with self._autocommit.connect() as db:
             yield db
@@ -117,44 +126,89 @@ class Database:
         WAL and the busy timeout make most writers wait their turn; a transaction that read before
         writing can still be refused at once, and is safe to run again from the start.
         """
-        return await self._retrying(session_id, self._writers, work)
 
-    async def write_direct(self, session_id: str, work: Callable[[], Work[T]]) -> T:
-        """`write` on the driver's own connection, for the hot path's statements (see `_driver`); `work` may run
-        more than once (from the start), so it must only yield statements."""
-        await self.ready()
-        for attempt in range(1, _LOCKED_TRIES + 1):
-            try:
-                return await run_transaction(self.engine, work)
-            except sqlite3.OperationalError as error:
-                if not is_locked(error):
-                    raise
-                await self._locked(session_id, attempt)
-        raise AssertionError('unreachable')
+        async def attempt() -> T:
+            async with self._writers() as db, db.begin():
+                return await work(db)
 
-    async def _retrying(
-        self, session_id: str, opened: Callable[[], AsyncSession], work: Callable[[AsyncSession], Awaitable[T]]
-    ) -> T:
+        return await self._retrying(session_id, attempt)
+
+    async def statements(self, work: Callable[[Connection], T]) -> T:
+        """Run `work`'s statements each on its own, no transaction around them: reads, and writes of one
+        statement (atomic by itself). One hop, however many statements `work` runs."""
         await self.ready()
-        for attempt in range(1, _LOCKED_TRIES + 1):
+        return await self._run(work, transaction=False)
+
+    async def transaction(self, session_id: str, work: Callable[[Connection], T]) -> T:
+        """Run `work` in one write transaction, committed when it returns, rolled back if it raises; on
+        SQLite retried from the start while its lock is refused, so `work` may run more than once."""
+        await self.ready()
+        return await self._retrying(session_id, lambda: self._run(work, transaction=True))
+
+    async def _run(self, work: Callable[[Connection], T], *, transaction: bool) -> T:
+        if self._threaded is None:
+            return await _finished(self._run_async(work, transaction))
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(_THREADS, thread_name_prefix='session-store-sqlite')
+        engine = self._threaded.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE' if transaction else None})
+        loop = asyncio.get_running_loop()
+        return await _finished(loop.run_in_executor(self._threads, _run_on, engine, work, transaction))
+
+    async def _run_async(self, work: Callable[[Connection], T], transaction: bool) -> T:
+        if not transaction:
+            async with self._autocommit.connect() as connection:
+                return await connection.run_sync(work)
+        async with self._writer.begin() as connection:
+            return await connection.run_sync(work)
+
+    async def _retrying(self, session_id: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        await self.ready()
+        for tried in range(1, _LOCKED_TRIES + 1):
             try:
-                async with opened() as db, db.begin():
-                    return await work(db)
+                return await attempt()
             except (OperationalError, sqlite3.OperationalError) as error:
                 if not is_locked(getattr(error, 'orig', error)):
                     raise
-                await self._locked(session_id, attempt)
+                await self._locked(session_id, tried)
         raise AssertionError('unreachable')
 
     async def _locked(self, session_id: str, attempt: int) -> None:
         """Wait a little before trying a refused write again; give up after the last try, saying so."""
         if attempt == _LOCKED_TRIES:
-            raise StoreError(
-                f'Session {session_id!r}: the SQLite database stayed locked by other writers through '
-                f'{_LOCKED_TRIES} tries; nothing was written. Try again, or move to PostgreSQL for '
-                'many concurrent writers.'
-            ) from None
+            raise DatabaseLocked(session_id, _LOCKED_TRIES) from None
         await asyncio.sleep(0.01 * attempt * (0.5 + random.random()))
+
+
+_THREADS = 8
+"""Worker threads per SQLite store: as many hot-path transactions and reads at once (WAL serializes the writes)."""
+
+_AUTOCOMMIT: dict[str, dict[str, Any]] = {
+    # SQLite's driver runs each statement in its own transaction when none is begun (see `_engine`).
+    'sqlite': {SQLITE_BEGIN: None},
+    'postgresql': {'isolation_level': 'AUTOCOMMIT'},
+}
+
+
+def _run_on(engine: Engine, work: Callable[[Connection], T], transaction: bool) -> T:
+    """`work` on a connection of a synchronous engine, in a transaction or not: a worker thread's whole task."""
+    with engine.begin() if transaction else engine.connect() as connection:
+        return work(connection)
+
+
+async def _finished(running: Awaitable[T]) -> T:
+    """`running`'s result; when the awaiting task is cancelled, the work still ends (committed or rolled back)
+    before the cancellation goes on, so no transaction is left half-way and no connection mid-statement."""
+    future = asyncio.ensure_future(running)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait([future])
+        raise
+
+
+def is_locked(error: BaseException) -> bool:
+    """Whether `error` is SQLite refusing its lock, which a write may retry from the start."""
+    return isinstance(error, sqlite3.OperationalError) and 'locked' in str(error)
 
 
 async def find_session(db: AsyncSession, session_id: str, scope: str | None) -> SessionRow:

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.util import await_only
 
-from ._driver import in_thread
-
-__all__ = ('DEFAULT_URL', 'SQLITE_BEGIN', 'create_engine', 'database_url', 'in_memory', 'sqlite_path')
+__all__ = (
+    'DEFAULT_URL',
+    'SQLITE_BEGIN',
+    'create_engine',
+    'create_threaded_engine',
+    'database_url',
+    'in_memory',
+    'sqlite_path',
+)
 
 DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
 
@@ -75,20 +80,52 @@ def create_engine(url: URL, *, read_only: bool = False) -> AsyncEngine:
         if read_only:
             return create_async_engine(url, execution_options={'postgresql_readonly': True})
         return create_async_engine(url)
-    path = sqlite_path(url)
-    if read_only and path is not None:
-        # A file opened read-only: `mode=ro` never creates it; on a directory nobody can write (read-only
-        # media), WAL's shared-memory file can't be made either, so the file is read as immutable.
-        options = {'mode': 'ro', 'uri': 'true'}
-        if not os.access(path.resolve().parent, os.W_OK) and not Path(f'{path}-shm').exists():
-            options['immutable'] = '1'
-        url = url.set(database=f'file:{path.resolve()}').update_query_dict(options)
-    # Every connection is given back with its transaction ended (committed, or rolled back by its
-    # `Connection`), so the pool's own rollback on return would only cost another trip to the driver's thread.
-    engine = create_async_engine(url, connect_args={'timeout': 30}, pool_reset_on_return=None)
-    event.listen(engine.sync_engine, 'connect', _tune_sqlite_readonly if read_only else _tune_sqlite)
-    event.listen(engine.sync_engine, 'begin', _begin_sqlite)
+    engine = create_async_engine(_sqlite_file_url(url, read_only), **_SQLITE_ENGINE_OPTIONS)
+    _tune(engine.sync_engine, read_only)
     return engine
+
+
+def create_threaded_engine(url: URL, *, read_only: bool = False) -> Engine | None:
+    """For a SQLite file, a synchronous engine over the same file, set up as `create_engine`'s: the one the
+    hot path runs whole transactions on, each in one hop to a worker thread. `None` for other databases.
+
+    An in-memory database exists only on its one connection, so it has no second engine.
+    """
+    if url.drivername != 'sqlite+aiosqlite' or in_memory(url):
+        return None
+    file_url = _sqlite_file_url(url, read_only).set(drivername='sqlite+pysqlite')
+    # A pooled connection serves whichever worker thread takes it, one at a time.
+    options = {**_SQLITE_ENGINE_OPTIONS, 'connect_args': {**_SQLITE_CONNECT_ARGS, 'check_same_thread': False}}
+    engine = create_sync_engine(file_url, **options)
+    _tune(engine, read_only)
+    return engine
+
+
+_SQLITE_CONNECT_ARGS = {'timeout': 30}
+_SQLITE_ENGINE_OPTIONS: dict[str, Any] = {
+    'connect_args': _SQLITE_CONNECT_ARGS,
+    # Every connection is given back with its transaction ended (committed, or rolled back by its
+    # `Connection`), so the pool's own rollback on return would only cost another trip to the driver.
+    'pool_reset_on_return': None,
+}
+
+
+def _sqlite_file_url(url: URL, read_only: bool) -> URL:
+    """`url`, made to open its file read-only when asked."""
+    path = sqlite_path(url)
+    if not read_only or path is None:
+        return url
+    # A file opened read-only: `mode=ro` never creates it; on a directory nobody can write (read-only
+    # media), WAL's shared-memory file can't be made either, so the file is read as immutable.
+    options = {'mode': 'ro', 'uri': 'true'}
+    if not os.access(path.resolve().parent, os.W_OK) and not Path(f'{path}-shm').exists():
+        options['immutable'] = '1'
+    return url.set(database=f'file:{path.resolve()}').update_query_dict(options)
+
+
+def _tune(engine: Engine, read_only: bool) -> None:
+    event.listen(engine, 'connect', _tune_sqlite_readonly if read_only else _tune_sqlite)
+    event.listen(engine, 'begin', _begin_sqlite)
 
 
 _SQLITE_SETTINGS = (
@@ -117,28 +154,16 @@ def _tune_sqlite_readonly(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _settle(dbapi_connection: Any, pragmas: tuple[str, ...]) -> None:
-    """A new connection's settings, in one trip to aiosqlite's thread (a dozen through the adapted cursor).
+    """A new connection's settings (sqlite3's own connection, or aiosqlite's as SQLAlchemy adapts it).
 
     The driver would open transactions itself, lazily and never before DDL; the `begin` event opens them
     instead (isolation level `None`), so migrations are atomic and writers can start IMMEDIATE.
     """
-    driver = dbapi_connection.driver_connection
-    run = in_thread(driver)
-    if run is not None:
-        await_only(run(_settle_in_thread, driver, pragmas))
-        return
     cursor = dbapi_connection.cursor()
     for pragma in pragmas:
         cursor.execute(pragma)
     cursor.close()
     dbapi_connection.isolation_level = None
-
-
-def _settle_in_thread(driver: Any, pragmas: tuple[str, ...]) -> None:
-    connection: sqlite3.Connection = driver._conn
-    for pragma in pragmas:
-        connection.execute(pragma).close()
-    connection.isolation_level = None
 
 
 def _begin_sqlite(connection: Connection) -> None:

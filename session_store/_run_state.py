@@ -209,11 +209,20 @@ class WindowCache:
         self._windows: OrderedDict[str, StoredWindow] = OrderedDict()
 
     def get(self, session_id: str, session_pk: int, revision: str) -> StoredWindow | None:
+        """The session's window, if the one kept is at `revision`."""
         window = self._windows.get(session_id)
         if window is None or window.revision != revision or window.session_pk != session_pk:
             return None
-        self._windows.move_to_end(session_id)
+        self.touch(session_id)
         return window
+
+    def peek(self, session_id: str) -> StoredWindow | None:
+        """The session's window kept, whatever its revision: what a read checks against the stored one."""
+        return self._windows.get(session_id)
+
+    def touch(self, session_id: str) -> None:
+        """Mark the session's window as just used, so it is the last to be dropped."""
+        self._windows.move_to_end(session_id)
 
     def put(self, session_id: str, window: StoredWindow | None) -> None:
         if window is None:

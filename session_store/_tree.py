@@ -6,12 +6,12 @@ points on it, never with the size of the tree or the archive.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVarTuple
 
-from sqlalchemy import CTE, ColumnElement, CompoundSelect, Select, and_, desc, false, func, or_, select, union_all
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy import CTE, ColumnElement, CompoundSelect, Row, Select, and_, desc, false, func, or_, select, union_all
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
@@ -27,6 +27,8 @@ __all__ = (
     'entry_at',
     'on_path',
     'path_spans',
+    'segments_of',
+    'segments_query',
     'session_segments',
     'span_at',
     'spans_of',
@@ -54,17 +56,22 @@ Segments = dict[int, tuple[int | None, int]]
 """A session's segments: each one's parent and the position it starts at."""
 
 
-async def session_segments(db: AsyncSession | AsyncConnection, session_pk: int) -> Segments:
-    """The session's segments, each with its parent and the position it starts at: one SELECT."""
-    rows = (
-        await db.execute(
-            select(_segments.pk, _segments.parent_pk, _segments.starts_at).where(_segments.session_pk == session_pk)
-        )
-    ).all()
+def segments_query(session_pk: int) -> Select[int, int | None, int]:
+    """Reads the session's segments, each with its parent and the position it starts at (see `segments_of`)."""
+    return select(_segments.pk, _segments.parent_pk, _segments.starts_at).where(_segments.session_pk == session_pk)
+
+
+def segments_of(rows: Iterable[Row[int, int | None, int]]) -> Segments:
+    """The rows `segments_query` read, as `Segments`."""
     return {pk: (parent, starts_at) for pk, parent, starts_at in rows}
 
 
-async def path_spans(db: AsyncSession | AsyncConnection, session_pk: int, segment_pk: int, length: int) -> list[Span]:
+async def session_segments(db: AsyncSession, session_pk: int) -> Segments:
+    """The session's segments, each with its parent and the position it starts at: one SELECT."""
+    return segments_of((await db.execute(segments_query(session_pk))).all())
+
+
+async def path_spans(db: AsyncSession, session_pk: int, segment_pk: int, length: int) -> list[Span]:
     """The first `length` positions of the path ending in `segment_pk`, as spans from the root on."""
     return spans_of(await session_segments(db, session_pk), segment_pk, length)
 

@@ -9,23 +9,38 @@ gives the session a new revision, and a window whose revision is not the stored 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer, Text, bindparam, column, text, update
-from sqlalchemy.sql.expression import TextualSelect
+from sqlalchemy import (
+    CompoundSelect,
+    Connection,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    true,
+    union_all,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from ._archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
 from ._codec import dump_usage, now
 from ._database import Database
-from ._driver import Execute, ExecuteMany, Scalar, Work, fetch_row, fetch_rows
 from ._ids import check_id, new_token
 from ._run_state import Entry, LoadedWindow, RunRecord, StoredWindow, WindowProcessor, head_read
 from ._sealing import Vault
 from ._telemetry import span
-from ._tree import Span, path_spans
+from ._tree import Span, segments_of, segments_query, spans_of
 from .errors import SessionConflict, SessionNotFound
-from .rows import SegmentRow, SessionRow
+from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = ('load_window', 'store_run')
 
@@ -41,30 +56,37 @@ class _Head(NamedTuple):
     window_start: int
     active_segment_pk: int | None
     usage: dict[str, Any] | None
-    deferred_tool_requests: dict[str, Any] | None
+    deferred_tool_requests: dict[str, Any] | str | None
     forked: int | None
     """The active segment's parent: `None` while the path never left its root segment."""
 
 
-_sessions, _segments = SessionRow.__table__, SegmentRow.__table__
-_HEAD = text(
-    'SELECT sessions.pk, sessions.scope, sessions.revision, sessions.message_count, sessions.head_end, '
-    'sessions.window_start, sessions.active_segment_pk, sessions.usage, sessions.deferred_tool_requests, '
-    'segments.parent_pk FROM sessions LEFT OUTER JOIN segments ON segments.pk = sessions.active_segment_pk '
-    'WHERE sessions.session_id = :session_id'
-).columns(
-    _sessions.c.pk,
-    _sessions.c.scope,
-    _sessions.c.revision,
-    _sessions.c.message_count,
-    _sessions.c.head_end,
-    _sessions.c.window_start,
-    _sessions.c.active_segment_pk,
-    _sessions.c.usage,
-    _sessions.c.deferred_tool_requests,
-    _segments.c.parent_pk,
+_sessions, _segments, _messages, _summaries = (
+    SessionRow.__table__,
+    SegmentRow.__table__,
+    MessageRow.__table__,
+    SummaryRow.__table__,
 )
-"""Reads a `_Head`; plain SQL, so a first open compiles it in no time (the columns still decode the values)."""
+_HEAD = (
+    select(
+        _sessions.c.pk,
+        _sessions.c.scope,
+        _sessions.c.revision,
+        _sessions.c.message_count,
+        _sessions.c.head_end,
+        _sessions.c.window_start,
+        _sessions.c.active_segment_pk,
+        _sessions.c.usage,
+        _sessions.c.deferred_tool_requests,
+        _segments.c.parent_pk,
+    )
+    .select_from(_sessions.outerjoin(_segments, _segments.c.pk == _sessions.c.active_segment_pk))
+    .where(_sessions.c.session_id == bindparam('session_id'))
+)
+"""Reads a `_Head`."""
+
+
+_Rows = Sequence[Sequence[Any]]
 
 
 async def load_window(
@@ -72,19 +94,22 @@ async def load_window(
 ) -> LoadedWindow:
     """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read.
 
-    With the window cached at the session's revision, that is one indexed row read.
+    One hop to the database: the session's row, then, unless the window is cached at its revision, the
+    window's rows (one statement, two on a path that left its root segment).
     """
     check_id(session_id)
     with span('load_window', database.backend, session_id) as current:
-        await database.ready()
-        found = await fetch_row(database.engine, _HEAD, {'session_id': session_id})
-        row = None if found is None else _Head(*found)
-        if row is None or (scope is not None and row.scope != scope):
+        cached = database.windows.peek(session_id)
+        row, rows = await database.statements(lambda db: _read(db, session_id, scope, cached))
+        if row is None:
             raise SessionNotFound(session_id, scope)
-        window = database.windows.get(session_id, row.pk, row.revision)
-        current.set_attribute('session_store.window.cached', window is not None)
-        if window is None:
-            window = await _read_window(database, database.sealer.vault(session_id, row.pk), row)
+        current.set_attribute('session_store.window.cached', rows is None)
+        if rows is None:
+            assert cached is not None
+            window = cached
+            database.windows.touch(session_id)
+        else:
+            window = _stored_window(database.sealer.vault(session_id, row.pk), row, rows)
             database.windows.put(session_id, window)
         loaded = window.loaded(processor)
         current.set_attribute('session_store.window.messages', len(loaded.messages))
@@ -93,19 +118,24 @@ async def load_window(
     return loaded
 
 
-async def _read_window(database: Database, vault: Vault, row: _Head) -> StoredWindow:
-    """The window read from the archive: range scans along the active path, the archive between them skipped.
-
-    One statement, sent straight to the driver: the head and tail scans of every segment on the path, and
-    the summaries around the window's start.
-    """
+def _read(
+    db: Connection, session_id: str, scope: str | None, cached: StoredWindow | None
+) -> tuple[_Head | None, _Rows | None]:
+    """The session's row (`None` if it isn't visible under `scope`), and the window's rows, unless `cached`
+    is the window at the row's revision (`None` then): range scans along the active path, the archive
+    between them skipped."""
+    found = db.execute(_HEAD, {'session_id': session_id}).first()
+    row = None if found is None else _Head._make(found)
+    if row is None or (scope is not None and row.scope != scope):
+        return None, None
+    if cached is not None and cached.session_pk == row.pk and cached.revision == row.revision:
+        return row, None
     segment_pk = row.active_segment_pk
-    assert segment_pk is not None, f'session {vault.session_id!r} has no active segment'
+    assert segment_pk is not None, f'session {session_id!r} has no active segment'
     if row.forked is None:  # a path that never left its root segment needs no walk through the tree
         spans = [Span(segment_pk, 0, row.message_count)]
     else:
-        async with database.connect() as db:
-            spans = await path_spans(db, row.pk, segment_pk, row.message_count)
+        spans = spans_of(segments_of(db.execute(segments_query(row.pk)).all()), segment_pk, row.message_count)
     head = head_read(row.head_end, row.window_start)
     values: dict[str, Any] = {'session_pk': row.pk, 'window_start': row.window_start}
     for i, on in enumerate(spans):
@@ -117,10 +147,15 @@ async def _read_window(database: Database, vault: Vault, row: _Head) -> StoredWi
             f't{i}_from': max(row.window_start, on.start),
             f't{i}_to': on.end,
         }
+    return row, db.execute(_window_read(len(spans)), values).all()
+
+
+def _stored_window(vault: Vault, row: _Head, rows: _Rows) -> StoredWindow:
+    """The window `_read` found, its messages and summary opened."""
     entries: list[Entry] = []
     before: list[tuple[int, int, str]] = []
     after: list[int] = []
-    for kind, position, body, number in await fetch_rows(database.engine, _window_read(len(spans)), values):
+    for kind, position, body, number in rows:
         if kind == _MESSAGE:
             entries.append((position, vault.message(position, body), number))
         elif position <= row.window_start:
@@ -128,9 +163,10 @@ async def _read_window(database: Database, vault: Vault, row: _Head) -> StoredWi
         else:
             after.append(position)
     best = max(before, default=None)
+    assert row.active_segment_pk is not None
     return StoredWindow(
         session_pk=row.pk,
-        segment_pk=segment_pk,
+        segment_pk=row.active_segment_pk,
         revision=row.revision,
         message_count=row.message_count,
         head_end=row.head_end,
@@ -147,7 +183,7 @@ _MESSAGE, _SUMMARY = 0, 1
 
 
 @cache
-def _window_read(spans: int) -> TextualSelect:
+def _window_read(spans: int) -> CompoundSelect[Any]:
     """The cold read of a window on a path of `spans` segments, as rows (kind, position, body, number):
 
     - `_MESSAGE`, position, payload, token count: the head (`h{i}_from..h{i}_to`) and the tail
@@ -157,32 +193,41 @@ def _window_read(spans: int) -> TextualSelect:
       `e{i}`, where the path leaves it) from the widest ending by `window_start` on. Later ones exist only
       where a path was made active mid-chain; knowing where the first ends lets a cached window tell
       whether moving its start would reach it.
-
-    Plain SQL both backends read alike, so that a first open compiles it in no time.
     """
-    scans = ' UNION ALL '.join(
-        f'SELECT {_MESSAGE}, position, payload, tokens FROM messages '
-        f'WHERE segment_pk = :s{i} AND position >= :{scan}{i}_from AND position < :{scan}{i}_to'
+    scans = [
+        select(
+            literal_column(str(_MESSAGE), Integer).label('kind'),
+            _messages.c.position.label('position'),
+            _messages.c.payload.label('body'),
+            _messages.c.tokens.label('number'),
+        ).where(
+            _messages.c.segment_pk == bindparam(f's{i}'),
+            _messages.c.position >= bindparam(f'{scan}{i}_from'),
+            _messages.c.position < bindparam(f'{scan}{i}_to'),
+        )
         for i in range(spans)
         for scan in ('h', 't')
+    ]
+    on_path = or_(
+        *(
+            and_(_summaries.c.segment_pk == bindparam(f's{i}'), _summaries.c.covers_to <= bindparam(f'e{i}'))
+            for i in range(spans)
+        )
     )
-    on_path = ' OR '.join(f'(segment_pk = :s{i} AND covers_to <= :e{i})' for i in range(spans))
-    widest = (
-        f'SELECT max(covers_to) FROM summaries WHERE session_pk = :session_pk AND ({on_path}) '
-        'AND covers_to <= :window_start'
-    )
-    summaries = (
-        f'SELECT {_SUMMARY}, covers_to, text, pk FROM summaries WHERE session_pk = :session_pk AND ({on_path}) '
-        f'AND covers_to >= COALESCE(({widest}), -1)'
-    )
-    return text(f'{scans} UNION ALL {summaries} ORDER BY 1, 2').columns(
-        column('kind', Integer), column('position', Integer), column('body', Text), column('number', BigInteger)
-    )
+    mine = and_(_summaries.c.session_pk == bindparam('session_pk'), on_path)
+    widest = select(func.max(_summaries.c.covers_to)).where(mine, _summaries.c.covers_to <= bindparam('window_start'))
+    summaries = select(
+        literal_column(str(_SUMMARY), Integer),
+        _summaries.c.covers_to,
+        _summaries.c.text,
+        _summaries.c.pk,
+    ).where(mine, _summaries.c.covers_to >= func.coalesce(widest.scalar_subquery(), -1))
+    return union_all(*scans, summaries).order_by('kind', 'position')
 
 
 _ADVANCE = (
     update(SessionRow)
-    .where(SessionRow.pk == bindparam('b_pk'), SessionRow.revision == bindparam('b_revision'))
+    .where(_sessions.c.pk == bindparam('b_pk'), _sessions.c.revision == bindparam('b_revision'))
     .values(
         revision=bindparam('revision'),
         message_count=bindparam('message_count'),
@@ -196,39 +241,31 @@ _ADVANCE = (
 """A run's move of its session: the revision check and the new bounds in one statement."""
 
 
-_ADVANCE_AND_APPEND = (
-    text(
-        """
-    WITH moved AS (
-        UPDATE sessions SET revision = :revision, message_count = :message_count, head_end = :head_end,
-            window_start = :window_start, usage = :usage, deferred_tool_requests = :deferred_tool_requests,
-            updated_at = :updated_at
-        WHERE pk = :b_pk AND revision = :b_revision
-        RETURNING pk
-    ), appended AS (
-        INSERT INTO messages (session_pk, segment_pk, position, entry_id, run_id, kind, payload, text, tokens,
-            created_at)
-        SELECT moved.pk, :segment_pk, m.position, m.entry_id, m.run_id, m.kind, m.payload, m.text, m.tokens,
-            :created_at
-        FROM moved, unnest(
-            CAST(:position AS INTEGER[]), CAST(:entry_id AS VARCHAR[]), CAST(:run_id AS VARCHAR[]),
-            CAST(:kind AS VARCHAR[]), CAST(:payload AS TEXT[]), CAST(:text AS TEXT[]), CAST(:tokens AS INTEGER[])
-        ) AS m(position, entry_id, run_id, kind, payload, text, tokens)
-        RETURNING 1
-    )
-    SELECT count(*) AS moved FROM moved
+def _advance_and_append() -> Select[int]:
+    """PostgreSQL: `_ADVANCE` and the run's messages appended, as one statement: one round trip, atomic on its own.
+
+    The messages come as one array per column (`a_position`, ...; named apart from the sessions' columns, which
+    an UPDATE would take as more to set), with `a_segment_pk` and `a_created_at`. It counts the sessions moved:
+    0 when the revision check failed, and then it appends nothing.
     """
+    moved = _ADVANCE.returning(_sessions.c.pk).cte('moved')
+    arrays = (
+        func.unnest(*(bindparam(f'a_{name}', type_=ARRAY(_messages.c[name].type)) for name in _APPENDED_COLUMNS))
+        .table_valued(*_APPENDED_COLUMNS)
+        .render_derived(name='appended_rows')
     )
-    .bindparams(
-        bindparam('usage', type_=JSON),
-        bindparam('deferred_tool_requests', type_=JSON),
-        bindparam('updated_at', type_=DateTime(timezone=True)),
-        bindparam('created_at', type_=DateTime(timezone=True)),
-    )
-    .columns(column('moved', Integer))
-)
-"""PostgreSQL: `_ADVANCE` and the run's messages appended, as one statement: one round trip, atomic on its own."""
+    rows = select(
+        moved.c.pk,
+        bindparam('a_segment_pk', type_=_messages.c.segment_pk.type),
+        *(arrays.c[name] for name in _APPENDED_COLUMNS),
+        bindparam('a_created_at', type_=_messages.c.created_at.type),
+    ).select_from(moved.join(arrays, true()))
+    appended = insert(MessageRow).from_select(['session_pk', 'segment_pk', *_APPENDED_COLUMNS, 'created_at'], rows)
+    return select(func.count()).select_from(moved).add_cte(appended.cte('appended'))
+
+
 _APPENDED_COLUMNS = ('position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens')
+_ADVANCE_AND_APPEND = _advance_and_append()
 
 
 async def store_run(database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord) -> None:
@@ -241,7 +278,6 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
     """
     revision = new_token()
     vault = database.sealer.vault(session_id, loaded.session_pk)
-    summary_pks: list[int] = []
     usage = dump_usage(record.usage)
     moving = {
         'b_pk': loaded.session_pk,
@@ -255,19 +291,26 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         'updated_at': now(),
     }
     rows = message_rows(vault, loaded.segment_pk, loaded.message_count, record.messages, record.tokens)
-    # Sealed here, on the event loop's thread: the transaction may run on SQLite's, and only links them.
     summaries = [summary_row(vault, loaded.segment_pk, None, summary, now()) for summary in record.summaries]
+    postgresql = database.backend == 'postgresql'
+    if postgresql:
+        moving |= {f'a_{name}': [row[name] for row in rows] for name in _APPENDED_COLUMNS}
+        moving |= {'a_segment_pk': loaded.segment_pk, 'a_created_at': moving['updated_at']}
 
-    def append() -> Work[None]:
-        summary_pks.clear()
-        if (yield Execute(_ADVANCE, moving)) != 1:
+    def append(db: Connection) -> list[int]:
+        if postgresql:
+            moved = db.execute(_ADVANCE_AND_APPEND, moving).scalar_one()
+        else:
+            moved = db.execute(_ADVANCE, moving).rowcount
+            if moved == 1 and rows:
+                db.execute(MESSAGE_INSERT, rows)
+        if moved != 1:
             raise SessionConflict(session_id)
-        if rows:
-            yield ExecuteMany(MESSAGE_INSERT, rows)
-        previous = loaded.summary_pk
+        summary_pks, previous = [], loaded.summary_pk
         for row in summaries:
-            previous = int((yield Scalar(SUMMARY_INSERT, {**row, 'previous_pk': previous})))
+            previous = db.execute(SUMMARY_INSERT, {**row, 'previous_pk': previous}).scalar_one()
             summary_pks.append(previous)
+        return summary_pks
 
     with span(
         'store_run',
@@ -277,13 +320,9 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
         tokens=sum(record.tokens),
         summaries=len(record.summaries),
     ):
-        if database.backend == 'postgresql' and not record.summaries:
-            columns = {name: [row[name] for row in rows] for name in _APPENDED_COLUMNS}
-            values = {**moving, **columns, 'segment_pk': loaded.segment_pk, 'created_at': moving['updated_at']}
-            found = await fetch_row(database.engine, _ADVANCE_AND_APPEND, values)
-            if found is None or found[0] != 1:
-                raise SessionConflict(session_id)
+        if postgresql and not summaries:  # one statement, atomic on its own
+            summary_pks = await database.statements(append)
         else:
-            await database.write_direct(session_id, append)
+            summary_pks = await database.transaction(session_id, append)
     cached = database.windows.get(session_id, loaded.session_pk, loaded.revision)
     database.windows.put(session_id, None if cached is None else cached.after(revision, record, summary_pks, usage))

@@ -1,14 +1,27 @@
-"""What can go wrong with a store, each error saying which session and what to do."""
+"""What can go wrong with a store, each error saying which session and what to do.
+
+Every error the store raises for a reason of its own is a `StoreError`; a conflict is also pydantic-ai's
+`ConversationConflict`, and a refused export also a `ValueError`, so code written against either catches it.
+"""
 
 from __future__ import annotations
 
 from pydantic_ai.conversation_store import ConversationConflict
 
-__all__ = ('KeyUnavailable', 'SchemaMismatch', 'SessionConflict', 'SessionNotFound', 'StoreError')
+__all__ = (
+    'DatabaseLocked',
+    'ExportError',
+    'KeyUnavailable',
+    'SchemaMismatch',
+    'SessionConflict',
+    'SessionNotFound',
+    'StoreError',
+    'SummarizerFailed',
+)
 
 
 class StoreError(Exception):
-    """Base class of the store's own errors (a conflict is a pydantic-ai `ConversationConflict` instead)."""
+    """Base class of the store's own errors."""
 
 
 class SchemaMismatch(StoreError):
@@ -37,7 +50,36 @@ class SessionNotFound(StoreError, LookupError):
         super().__init__(f'No session {session_id!r}{under}.')
 
 
-class SessionConflict(ConversationConflict):
+class DatabaseLocked(StoreError):
+    """SQLite's write lock stayed taken by other writers through every retry; nothing was written."""
+
+    def __init__(self, session_id: str, tries: int) -> None:
+        super().__init__(
+            f'Session {session_id!r}: the SQLite database stayed locked by other writers through {tries} tries; '
+            'nothing was written. Try again, or move to PostgreSQL for many concurrent writers.'
+        )
+        self.session_id = session_id
+
+
+class SummarizerFailed(StoreError):
+    """A summary asked for (`Session.compact`) could not be made; nothing was stored, and the window is as it was.
+
+    A summarizer failing *during a run* never raises: the run goes on with the sliding window.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f'Session {session_id!r}: the summarizer failed, so nothing was compacted or stored; the window is '
+            'as it was. Try again later.'
+        )
+        self.session_id = session_id
+
+
+class ExportError(StoreError, ValueError):
+    """A file or document that is not a whole, consistent session export; says where and what is wrong."""
+
+
+class SessionConflict(ConversationConflict, StoreError):
     """Another writer changed the session since this one read it; nothing of this run was stored.
 
     Run it again (it will see the other writer's messages), or pass `wait=True` to wait for the

@@ -44,18 +44,15 @@ from pydantic_ai.usage import RunUsage
 from ._codec import dump_message, dump_usage, load_message, load_usage, utc
 from ._ids import check_id
 from ._tree import Segments, spans_of
+from .errors import ExportError
 from .results import StoredSummary
 
-__all__ = ('FORMAT', 'ExportError', 'ExportedSegment', 'ExportedSummary', 'SessionExport', 'path_of')
+__all__ = ('FORMAT', 'ExportedSegment', 'ExportedSummary', 'SessionExport', 'path_of')
 
 FORMAT = 'session-store/3'
 """The format this version writes."""
 _LINEAR = ('session-store/2', 'session-store/1')
 """Older formats, each holding one path, that this version still reads."""
-
-
-class ExportError(ValueError):
-    """A file or document that is not a whole, consistent session export; says where and what is wrong."""
 
 
 @dataclass(frozen=True)

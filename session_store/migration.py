@@ -18,15 +18,15 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, String, column, inspect, text
+from sqlalchemy import Connection, String, column, inspect, select, table, text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._driver import fetch_row
 from ._engine import SQLITE_BEGIN, in_memory
 from .errors import SchemaMismatch
 
-__all__ = ('SCHEMA_REVISION', 'check_schema', 'head_revision', 'migrations_dir', 'upgrade')
+__all__ = ('SCHEMA_REVISION', 'check_schema', 'head_revision', 'migrations_dir', 'stamped_revision', 'upgrade')
 
 _MIGRATIONS_PACKAGE = 'session_store.migrations'
 
@@ -97,17 +97,20 @@ async def revision(engine: AsyncEngine) -> str | None:
 SCHEMA_REVISION = '0004'
 """The head revision of the migrations this version ships (a test holds it to them): an open that finds the
 database at it reads one row, without loading the migration scripts."""
-_VERSION = text('SELECT version_num FROM alembic_version').columns(column('version_num', String))
-"""That row, read straight from the driver (see `_driver`)."""
+_VERSION = select(column('version_num', String)).select_from(table('alembic_version'))
+
+
+def stamped_revision(connection: Connection) -> str | None:
+    """The revision alembic stamped the database with; `None` when it has no stamp (or can't be read: the full
+    check in `check_schema` then says why)."""
+    try:
+        return connection.execute(_VERSION).scalar()
+    except DBAPIError:
+        return None
 
 
 async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = True) -> None:
     """Migrate an empty database; refuse one at any other revision than ours, saying what to do."""
-    try:
-        if await fetch_row(engine, _VERSION, {}) == (SCHEMA_REVISION,):
-            return
-    except Exception:  # no revision table (an empty database, or not ours), or no database: the full check says
-        pass
     async with engine.connect() as connection:
         revision, has_tables = await connection.run_sync(_state)
     head = head_revision()

@@ -37,7 +37,7 @@ from ._leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
 from ._review import read_history, read_summaries
 from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowEngine, WindowProcessor, window_engine
 from ._windows import load_window, store_run
-from .errors import StoreError
+from .errors import StoreError, SummarizerFailed
 from .recall import Recall, recall_toolset
 from .results import Branch, StoredSummary
 
@@ -334,7 +334,7 @@ class Session:
 
         Raises:
             ValueError: The session's processor is a sliding window, which makes no summaries.
-            StoreError: The summarizer failed; nothing was stored, and the window is as it was.
+            SummarizerFailed: The summarizer failed; nothing was stored, and the window is as it was.
             SessionConflict: Another writer changed the session meanwhile (`wait=True` queues instead).
         """
         if isinstance(self.processor, SlidingWindowProcessor):
@@ -350,10 +350,7 @@ class Session:
                 assert isinstance(run.capability, SummarizationProcessor)
                 await run.capability.process(run.loaded.messages, focus, force=True)
             if run.failures:
-                raise StoreError(
-                    f'Session {self.session_id!r}: the summarizer failed, so nothing was compacted or stored; '
-                    'the window is as it was. Try again later.'
-                )
+                raise SummarizerFailed(self.session_id)
             if not run.summaries:
                 return None
             loaded = run.loaded

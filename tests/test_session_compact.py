@@ -11,7 +11,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import SlidingWindowProcessor, SummarizationProcessor
-from session_store import SessionStore, StoreError
+from session_store import SessionStore, SummarizerFailed
 from session_store.cli import main
 from testkit.scripted import MARKER, NEW_MESSAGES, PREVIOUS, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 from tests._cli import fails, ok
@@ -79,7 +79,7 @@ async def test_compact_refuses_or_skips_what_it_cannot_do(store_factory: StoreFa
     for turn in range(1, 4):
         await failing.run(scripted_agent(ParallelToolAssistant()), f'Turn M{turn}')
     before = await store.window('failing')
-    with pytest.raises(StoreError, match='the summarizer failed, so nothing was compacted or stored'):
+    with pytest.raises(SummarizerFailed, match='the summarizer failed, so nothing was compacted or stored'):
         await failing.compact()
     assert await store.summaries('failing') == []
     assert (await store.window('failing')).messages == before.messages

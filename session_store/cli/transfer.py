@@ -12,8 +12,8 @@ from typing import IO
 import click
 
 from .. import migration
-from ..errors import SessionConflict
-from ..exports import ExportError, SessionExport
+from ..errors import ExportError, SessionConflict
+from ..exports import SessionExport
 from ..store import SessionStore
 from ._app import db_option, main, pass_settings, scope_option
 from ._runtime import Failure, Settings, err, open_store, out, read, run
