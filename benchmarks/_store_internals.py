@@ -1,10 +1,10 @@
 """Every use the benchmarks make of `session_store`'s internals, one small function per internal.
 
 The benchmarks time the store's own steps (reading a window, appending a run) and fill archives faster
-than runs could, so they call what is not public API: `load_window` and `store_run` (`session_store._windows`)
-and `insert_messages`, `new_session_row` and `add_root_segment` (`session_store._archive`) on the store's
-`Database`, and the data carriers `RunRecord`
-and `NewSummary`. This file is the one place that reaches them; nothing else in `benchmarks/` does.
+than runs could, so they call what is not public API: the store's run cycle (`Runs.load_window` and
+`Runs.store`, in `session_store._history.runs`), `insert_messages`, `new_session_row` and
+`add_root_segment` (`session_store._history.archive`) on the store's `Database`, and the data carriers
+`RunRecord` and `NewSummary`. This file is the one place that reaches them; nothing else in `benchmarks/` does.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import select, update
 
-from session_store import SessionStore, _archive, _windows
-from session_store._database import Database
-from session_store._run_state import LoadedWindow, NewSummary, RunRecord
+from session_store import SessionStore
+from session_store._db.database import Database
+from session_store._history import archive as _archive
+from session_store._history.records import LoadedWindow, NewSummary, RunRecord
 from session_store.rows import SessionRow
 
 __all__ = (
@@ -41,7 +42,7 @@ def new_summary(covers_from: int, covers_to: int, text: str, tokens: int, model_
 
 async def load_window(store: SessionStore, session_id: str) -> LoadedWindow:
     """What a run on the (unscoped) session starts from: its stored window and the revision it was read at."""
-    return await _windows.load_window(_database(store), session_id, None, store.processor)
+    return await store._runs.load_window(session_id, None, store.processor)
 
 
 async def store_run(
@@ -65,7 +66,7 @@ async def store_run(
         usage=loaded.usage,
         deferred_tool_requests=None,
     )
-    await _windows.store_run(_database(store), session_id, loaded, record)
+    await store._runs.store(session_id, loaded, record)
 
 
 def _database(store: SessionStore) -> Database:

@@ -9,7 +9,7 @@ from alembic import context
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from session_store._engine import DEFAULT_URL
+from session_store._db.engine import DEFAULT_URL
 from session_store.rows import Base
 
 

@@ -1,8 +1,8 @@
 """Persistent pydantic-ai sessions: a complete SQL archive of every message, stored incremental summaries,
 and windows rebuilt from them without reading the archive."""
 
-from ._engine import DEFAULT_URL
-from ._run_state import WindowProcessor
+from ._db.engine import DEFAULT_URL
+from ._history.windows import WindowProcessor
 from .conversations import SQLConversationStore
 from .encryption import Encryption
 from .errors import (

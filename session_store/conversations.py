@@ -38,14 +38,14 @@ from sqlalchemy.orm import aliased
 
 from processors import TokenCounter, count_tokens
 
-from ._archive import add_root_segment, copy_path, insert_messages, message_rows
-from ._branches import move_head
 from ._codec import dump_usage, load_usage, now, utc
-from ._database import Database
+from ._db.sealing import Sealer, Vault
+from ._history.archive import add_root_segment, copy_path, insert_messages, message_rows
+from ._history.branches import move_head
+from ._history.runs import Runs
+from ._history.tree import entry_at, on_path, path_spans, spans_of
 from ._ids import check_id, new_token
-from ._retention import delete_rows
-from ._sealing import Sealer, Vault
-from ._tree import entry_at, on_path, path_spans, spans_of
+from ._upkeep.retention import delete_rows
 from .errors import SessionConflict
 from .rows import MessageRow, SegmentRow, SessionRow
 
@@ -158,8 +158,9 @@ class SQLConversationStore(ConversationStore):
     A conflicting save raises `SessionConflict`, a `ConversationConflict`.
     """
 
-    def __init__(self, database: Database, token_counter: TokenCounter) -> None:
-        self._database = database
+    def __init__(self, runs: Runs, token_counter: TokenCounter) -> None:
+        self._runs = runs
+        self._database = runs.database
         self._token_counter = token_counter
 
     # Reading
@@ -392,7 +393,7 @@ class SQLConversationStore(ConversationStore):
             if session_pk is None:
                 raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
             await delete_rows(db, [session_pk])
-        self._database.windows.put(conversation_id, None)
+        self._runs.forget([conversation_id])
 
 
 def _record_columns(record: ConversationRecord) -> dict[str, Any]:

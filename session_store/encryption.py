@@ -3,7 +3,7 @@
 Pass one to `SessionStore(url, encryption=Encryption(keys={'k2': secret2, 'k1': secret1}))`. The
 first key encrypts everything written from then on; every key listed can still be read, so a store
 rotated to a new key keeps working while `session-store rekey` moves its old rows over. What is
-encrypted and how: see `_sealing`.
+encrypted and how: see `_db.sealing`.
 """
 
 from __future__ import annotations

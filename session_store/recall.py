@@ -17,9 +17,9 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from processors import format_messages
 
-from . import _review
-from ._database import Database
-from ._search import search
+from ._db.database import Database
+from ._history import review
+from ._history.search import search
 
 __all__ = ('Recall', 'recall_toolset')
 
@@ -102,7 +102,7 @@ def recall_toolset(database: Database, session_id: str, scope: str | None, setti
         )
         budget = _Budget(settings.max_tokens)
         for hit in hits:
-            around = await _review.read_history(
+            around = await review.read_history(
                 database,
                 session_id,
                 scope=scope,
@@ -128,7 +128,7 @@ def recall_toolset(database: Database, session_id: str, scope: str | None, setti
         """
         if start < 0 or end <= start:
             raise ModelRetry(f'Give 0 <= start < end; got start={start}, end={end}.')
-        messages = await _review.read_history(
+        messages = await review.read_history(
             database, session_id, scope=scope, offset=start, limit=min(end - start, _READ_AT_MOST)
         )
         budget = _Budget(settings.max_tokens)

@@ -46,7 +46,7 @@ class SessionRow(Base):
     """The position the window's tail starts at; what lies between is summarized or dropped."""
     usage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     deferred_tool_requests: Mapped[dict[str, Any] | str | None] = mapped_column(JSON)
-    """The tool calls a paused run waits on; in an encrypted store, sealed (a JSON string, see `_sealing`)."""
+    """The tool calls a paused run waits on; in an encrypted store, sealed (a JSON string, see `_db.sealing`)."""
     forked_from: Mapped[str | None] = mapped_column(String(255))
     forked_at: Mapped[str | None] = mapped_column(String(64))
     branches: Mapped[list[Any]] = mapped_column(JSON, default=list)

@@ -30,13 +30,13 @@ from processors import (
     count_tokens,
 )
 
-from ._branches import last_prompt_position, list_branches, rewind, switch
-from ._database import Database
+from ._history.branches import last_prompt_position, list_branches, rewind, switch
+from ._history.leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
+from ._history.records import LoadedWindow, NewSummary, RunRecord
+from ._history.review import read_history, read_summaries
+from ._history.runs import Runs
+from ._history.windows import WindowEngine, WindowProcessor, window_engine
 from ._ids import new_token
-from ._leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
-from ._review import read_history, read_summaries
-from ._run_state import LoadedWindow, NewSummary, RunRecord, WindowEngine, WindowProcessor, window_engine
-from ._windows import load_window, store_run
 from .errors import StoreError, SummarizerFailed
 from .recall import Recall, recall_toolset
 from .results import Branch, StoredSummary
@@ -95,7 +95,7 @@ class Session:
 
     def __init__(
         self,
-        database: Database,
+        runs: Runs,
         session_id: str,
         *,
         scope: str | None,
@@ -109,7 +109,8 @@ class Session:
                 f'processor={processor!r}: a session compresses with a SlidingWindowProcessor, a '
                 'SummarizationProcessor or a ContextManagerCapability (or their capabilities, such as Summarization).'
             )
-        self._database = database
+        self._runs = runs
+        self._database = runs.database
         self.session_id = session_id
         self.scope = scope
         self.processor = processor
@@ -188,7 +189,7 @@ class Session:
 
     async def context(self) -> list[ModelMessage]:
         """The stored window the next run starts from (before the new prompt): head, bridge and tail."""
-        return (await load_window(self._database, self.session_id, self.scope, self.processor)).messages
+        return (await self._runs.load_window(self.session_id, self.scope, self.processor)).messages
 
     async def history(
         self, *, offset: int = 0, limit: int | None = None, branch: str | None = None
@@ -283,7 +284,7 @@ class Session:
         )
 
     async def _start(self) -> _Run:
-        loaded = await load_window(self._database, self.session_id, self.scope, self.processor)
+        loaded = await self._runs.load_window(self.session_id, self.scope, self.processor)
         summaries: list[Summary] = []
         failures: list[SummarizationFailure] = []
         processor = self.processor
@@ -400,8 +401,7 @@ class Session:
         ]
         total = replace(loaded.usage)
         total.incr(usage)
-        await store_run(
-            self._database,
+        await self._runs.store(
             self.session_id,
             loaded,
             RunRecord(

@@ -1,8 +1,9 @@
 """`SessionStore`: sessions, their complete archive and their summary chains, in one SQL database.
 
 The class is the public API and nothing more: each method checks its arguments and hands the work
-to the module that holds its concept (`_archive` for writes and windows, `_review` for reads,
-`_search`, `exports`, `_leases` through `Session`).
+to the module that holds its concept: `_history.runs` for windows, `_history.archive` for opening
+sessions, `_history.review` for reads, `_history.search`, `_history.branches` for forks, `_history.transfer`
+for exports and imports, `_upkeep` for retention and resealing; `Session` for runs.
 """
 
 from __future__ import annotations
@@ -17,20 +18,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from processors import SlidingWindowProcessor
 
-from ._archive import open_session, write_metadata
-from ._branches import fork
 from ._codec import now
-from ._database import Database
-from ._engine import DEFAULT_URL, database_url
+from ._db.database import Database
+from ._db.engine import DEFAULT_URL, database_url
+from ._history.archive import open_session, write_metadata
+from ._history.branches import fork
+from ._history.review import list_sessions, read_history, read_summaries
+from ._history.runs import Runs
+from ._history.search import search
+from ._history.transfer import read_export, write_import
+from ._history.windows import WindowProcessor
 from ._ids import check_id
-from ._resealing import reseal
-from ._retention import remove_sessions, vacuum
-from ._review import list_sessions, read_history, read_summaries
-from ._run_state import WindowProcessor
-from ._search import search
 from ._telemetry import span
-from ._transfer import read_export, write_import
-from ._windows import load_window
+from ._upkeep.resealing import reseal
+from ._upkeep.retention import remove_sessions, vacuum
 from .conversations import SQLConversationStore
 from .encryption import Encryption
 from .exports import SessionExport
@@ -75,6 +76,7 @@ class SessionStore:
         self.url = database_url(url)
         self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
         self._database = Database(self.url, migrate_empty=migrate, read_only=read_only, encryption=encryption)
+        self._runs = Runs(self._database)
 
     def __repr__(self) -> str:
         return f'SessionStore({self.display_url!r})'
@@ -112,11 +114,12 @@ class SessionStore:
     def conversations(self) -> SQLConversationStore:
         """The same archive as a pydantic-ai `ConversationStore`.
 
-        For `agent.run(conversation=await store.conversations.load(id))` users: forks are copies, and
-        branching (rewriting a stored history) is refused, since each conversation is one linear archive.
-        New messages are counted with this store's processor's `token_counter`.
+        For `agent.run(conversation=await store.conversations.load(id))` users and pydantic-ai's UI adapters
+        (`conversation_store=store.conversations`): a save that rewrites the stored history branches off where
+        they part, as pydantic-ai's own stores do, and the replaced turns stay stored as a branch; `fork()` makes
+        a new session with copies. New messages are counted with this store's processor's `token_counter`.
         """
-        return SQLConversationStore(self._database, self.processor.token_counter)
+        return SQLConversationStore(self._runs, self.processor.token_counter)
 
     async def session(
         self,
@@ -146,7 +149,7 @@ class SessionStore:
         with span('open_session', self._database.backend, session_id):
             await open_session(self._database, session_id, scope)
         return Session(
-            self._database,
+            self._runs,
             session_id,
             scope=scope,
             processor=processor or self.processor,
@@ -194,7 +197,7 @@ class SessionStore:
 
     async def window(self, session_id: str, *, scope: str | None = None) -> SessionWindow:
         """The window the session's next run starts from, rebuilt as a run would; never creates the session."""
-        loaded = await load_window(self._database, session_id, scope, self.processor)
+        loaded = await self._runs.load_window(session_id, scope, self.processor)
         return SessionWindow(
             messages=loaded.messages,
             positions=loaded.positions,
@@ -246,7 +249,9 @@ class SessionStore:
         """
         if session_id is None and scope is None:
             raise ValueError('delete() needs a session_id, or a scope to delete every session saved under it.')
-        return await remove_sessions(self._database, session_id=session_id, scope=scope)
+        removed = await remove_sessions(self._database, session_id=session_id, scope=scope)
+        self._runs.forget(removed.sessions)
+        return removed
 
     async def prune(
         self, *, older_than: timedelta | datetime, scope: str | None = None, dry_run: bool = False
@@ -266,7 +271,10 @@ class SessionStore:
             cutoff = older_than
         else:
             raise ValueError(f'older_than must be a timedelta or a timezone-aware datetime; got {older_than!r}.')
-        return await remove_sessions(self._database, scope=scope, updated_before=cutoff, dry_run=dry_run)
+        removed = await remove_sessions(self._database, scope=scope, updated_before=cutoff, dry_run=dry_run)
+        if not dry_run:
+            self._runs.forget(removed.sessions)
+        return removed
 
     async def vacuum(self) -> None:
         """Rewrite what could still hold deleted text (SQLite: full-text segments, free pages, the WAL;

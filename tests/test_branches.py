@@ -11,8 +11,7 @@ from pydantic_ai.models.function import FunctionModel
 
 from processors import SummarizationProcessor
 from session_store import SearchHit, Session, SessionConflict, SessionStore
-from session_store._run_state import RunRecord
-from session_store._windows import load_window, store_run
+from session_store._history.records import RunRecord
 from testkit.scripted import MARKER, NEW_MESSAGES, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
@@ -138,7 +137,7 @@ async def test_a_run_that_read_the_window_before_a_rewind_stores_nothing(store_f
     async with store_factory() as store:
         session = await store.session('s')
         await converse(session, ParallelToolAssistant(), range(2))
-        loaded = await load_window(store._database, 's', None, session.processor)
+        loaded = await store._runs.load_window('s', None, session.processor)
         await session.rewind(4)
         record = RunRecord(
             messages=[],
@@ -150,7 +149,7 @@ async def test_a_run_that_read_the_window_before_a_rewind_stores_nothing(store_f
             deferred_tool_requests=None,
         )
         with pytest.raises(SessionConflict):
-            await store_run(store._database, 's', loaded, record)
+            await store._runs.store('s', loaded, record)
         assert len(await session.history()) == 4
         assert [b.message_count for b in await session.branches()] == [8, 4]
         # Nothing ran from the rewind, so its branch holds no message of its own: leaving it (another

@@ -28,8 +28,8 @@ from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
 from session_store import SessionStore, SessionWindow, StoredSummary
+from session_store._db.schema import head_revision, migrations_dir
 from session_store.cli import main
-from session_store.migration import head_revision, migrations_dir
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import SummarizationFailure, SummarizationProcessor
 from session_store import SchemaMismatch, SessionStore
-from session_store.migration import _config, head_revision
+from session_store._db.schema import _config, head_revision
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from session_store.migration import SCHEMA_REVISION, head_revision, migrations_dir
+from session_store._db.schema import SCHEMA_REVISION, head_revision, migrations_dir
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ('processors', 'session_store')
@@ -66,6 +66,27 @@ def test_no_import_cycles_within_a_package(package: str) -> None:
         if start not in state:
             visit(start, [start])
     assert cycles == []
+
+
+_LAYERS = {
+    'session_store._db': set(),
+    'session_store._history': {'session_store._db'},
+    'session_store._upkeep': {'session_store._db'},
+}
+"""Each private sub-package of `session_store`, and the others it may import: the storage layer's layers."""
+
+
+def test_the_storage_layers_import_one_way() -> None:
+    files = {_module_name(path): path for path in (REPO / 'session_store').rglob('*.py')}
+    crossings = {
+        f'{name} imports {target}'
+        for layer, allowed in _LAYERS.items()
+        for name, path in files.items()
+        if name.startswith(layer)
+        for target in _imports(path, set(files))
+        if any(target.startswith(other) for other in _LAYERS if other != layer and other not in allowed)
+    }
+    assert crossings == set()
 
 
 def test_no_module_is_over_600_lines() -> None:

@@ -15,9 +15,8 @@ from sqlalchemy import text
 
 from processors import SlidingWindowProcessor, SummarizationProcessor, count_tokens_approximately
 from session_store import SchemaMismatch, SessionConflict, SessionNotFound, SessionStore, StoreError
-from session_store._run_state import RunRecord
-from session_store._windows import load_window, store_run
-from session_store.migration import head_revision
+from session_store._db.schema import head_revision
+from session_store._history.records import RunRecord
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, Stop, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
@@ -175,12 +174,11 @@ async def test_a_stale_writer_gets_a_conflict_and_stores_nothing(store_factory: 
     async with store_factory() as store:
         await converse(store, 's1', 1)
         session = await store.session('s1')
-        loaded = await load_window(store._database, 's1', None, session.processor)
+        loaded = await store._runs.load_window('s1', None, session.processor)
         await session.run(scripted_agent(ParallelToolAssistant()), 'Turn M5 first writer')
         before = await rows(store)
         with pytest.raises(SessionConflict, match="Session 's1' changed"):
-            await store_run(
-                store._database,
+            await store._runs.store(
                 's1',
                 loaded,
                 RunRecord(

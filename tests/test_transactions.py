@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Connection, bindparam, func, select, text, update
 
 from session_store import SessionStore
-from session_store._database import Database
+from session_store._db.database import Database
 from session_store.rows import SessionRow
 
 _sessions = SessionRow.__table__.c

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from processors import SummarizationProcessor
 from session_store import SessionExport, SessionStore
-from session_store.migration import _config, head_revision
+from session_store._db.schema import _config, head_revision
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 FIXTURES = Path(__file__).parent / 'fixtures'

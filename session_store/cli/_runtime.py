@@ -24,7 +24,7 @@ from rich.console import Console
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
-from .._engine import sqlite_path
+from .._db.engine import sqlite_path
 from ..encryption import Encryption
 from ..errors import StoreError
 from ..store import DEFAULT_URL, SessionStore, WindowProcessor

@@ -11,7 +11,7 @@ from typing import IO
 
 import click
 
-from .. import migration
+from .._db import schema
 from ..errors import ExportError, SessionConflict
 from ..exports import SessionExport
 from ..store import SessionStore
@@ -110,8 +110,8 @@ async def _migrate(settings: Settings) -> tuple[str | None, str]:
     store = SessionStore(settings.url)
     try:
         # Not `open_store`: opening checks the schema, and refuses exactly the databases this upgrades.
-        before = await migration.revision(store.engine)
+        before = await schema.revision(store.engine)
         await store.migrate()
     finally:
         await store.close()
-    return before, migration.head_revision()
+    return before, schema.head_revision()

@@ -16,12 +16,12 @@ from typing import Any, Protocol, cast
 from sqlalchemy import ColumnElement, Select, Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._codec import decode
-from ._database import Database
-from ._sealing import Kind, Sealer, key_id_of
-from .errors import StoreError
-from .results import Resealed
-from .rows import MessageRow, SessionRow, SummaryRow
+from .._codec import decode
+from .._db.database import Database
+from .._db.sealing import Kind, Sealer, key_id_of
+from ..errors import StoreError
+from ..results import Resealed
+from ..rows import MessageRow, SessionRow, SummaryRow
 
 __all__ = ('reseal',)
 

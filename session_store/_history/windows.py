@@ -1,31 +1,22 @@
-"""What one run reads from the store (`LoadedWindow`), what it writes back (`RunRecord`, `NewSummary`), and the
-windows a store keeps decoded between runs (`StoredWindow`, `WindowCache`)."""
+"""A session's window as the archive holds it (`StoredWindow`), and how it becomes what a run starts from.
+
+The processor a session compresses with decides the window's shape: where the bridge (summary or system
+prompt) goes, and which of the head's system parts are kept.
+"""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
-from pydantic_ai.usage import RunUsage
 
 from processors import ContextManagerCapability, SlidingWindowProcessor, SummarizationProcessor, summary_request
 
-from ._codec import load_usage
+from .._codec import load_usage
+from .records import Entry, LoadedWindow, RunRecord
 
-__all__ = (
-    'LoadedWindow',
-    'NewSummary',
-    'RunRecord',
-    'StoredWindow',
-    'WindowCache',
-    'WindowEngine',
-    'WindowProcessor',
-    'head_read',
-    'window_engine',
-)
+__all__ = ('StoredWindow', 'WindowEngine', 'WindowProcessor', 'head_read', 'window_engine')
 
 WindowProcessor = SlidingWindowProcessor | SummarizationProcessor | ContextManagerCapability
 """How a session compresses what the model sees; the store keeps every message either way."""
@@ -37,59 +28,6 @@ WindowEngine = SlidingWindowProcessor | SummarizationProcessor
 def window_engine(processor: WindowProcessor) -> WindowEngine:
     """The processor whose windows `processor` sends, and a store rebuilds."""
     return processor.processor if isinstance(processor, ContextManagerCapability) else processor
-
-
-@dataclass
-class LoadedWindow:
-    """What a run starts from: the stored window and the revision it was read at."""
-
-    session_pk: int
-    segment_pk: int
-    """The segment the session's active path ends in, where the run's messages go."""
-    revision: str
-    message_count: int
-    head_end: int
-    window_start: int
-    summary_pk: int | None
-    messages: list[ModelMessage]
-    """The head, then the tail, whose first request carries the bridge (summary or system prompt)."""
-    positions: list[int]
-    """Each message's archive position; a bridge standing alone before a tail that opens with a response has no
-    row of its own, and takes the position of that response."""
-    tokens: list[int | None]
-    """Each message's stored token count; `None` for the one that carries the bridge, which changed it."""
-    usage: RunUsage
-    deferred_tool_requests: dict[str, Any] | None = None
-    """The tool calls the session's last run left waiting for approval or results, as stored."""
-
-
-class NewSummary(NamedTuple):
-    """A summary to store: the archive range it newly covers, and what made it."""
-
-    covers_from: int
-    covers_to: int
-    text: str
-    tokens: int
-    model_name: str | None
-    usage: RunUsage
-
-
-@dataclass
-class RunRecord:
-    """What one run adds to a session, written in one transaction."""
-
-    messages: Sequence[ModelMessage]
-    tokens: Sequence[int]
-    head_end: int
-    window_start: int
-    summaries: Sequence[NewSummary]
-    """Each summary the run made, oldest first."""
-    usage: RunUsage
-    deferred_tool_requests: dict[str, Any] | None
-
-
-Entry = tuple[int, ModelMessage, int]
-"""An archived message a window holds: its position, the message, its stored token count."""
 
 
 @dataclass(frozen=True)
@@ -195,40 +133,3 @@ class StoredWindow:
 def head_read(head_end: int, window_start: int) -> int:
     """Where a window read's head scan ends: past the first message (its system prompt) unless the tail starts there."""
     return min(max(head_end, 1), window_start)
-
-
-class WindowCache:
-    """The last window of the sessions this process ran most recently, each valid at the revision it was read at.
-
-    The decoded messages are shared by the runs that start from them, as `result.all_messages()` is
-    when passed back to pydantic-ai: nobody changes a message in place.
-    """
-
-    def __init__(self, size: int = 1024) -> None:
-        self.size = size
-        self._windows: OrderedDict[str, StoredWindow] = OrderedDict()
-
-    def get(self, session_id: str, session_pk: int, revision: str) -> StoredWindow | None:
-        """The session's window, if the one kept is at `revision`."""
-        window = self._windows.get(session_id)
-        if window is None or window.revision != revision or window.session_pk != session_pk:
-            return None
-        self.touch(session_id)
-        return window
-
-    def peek(self, session_id: str) -> StoredWindow | None:
-        """The session's window kept, whatever its revision: what a read checks against the stored one."""
-        return self._windows.get(session_id)
-
-    def touch(self, session_id: str) -> None:
-        """Mark the session's window as just used, so it is the last to be dropped."""
-        self._windows.move_to_end(session_id)
-
-    def put(self, session_id: str, window: StoredWindow | None) -> None:
-        if window is None:
-            self._windows.pop(session_id, None)
-            return
-        self._windows[session_id] = window
-        self._windows.move_to_end(session_id)
-        if len(self._windows) > self.size:
-            self._windows.popitem(last=False)

@@ -14,11 +14,11 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, delete, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._database import Database
-from ._ids import check_id
-from .errors import SessionNotFound
-from .results import Removed
-from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .._db.database import Database
+from .._ids import check_id
+from ..errors import SessionNotFound
+from ..results import Removed
+from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = ('delete_rows', 'remove_sessions', 'vacuum')
 
@@ -62,10 +62,7 @@ async def remove_sessions(
             await delete_rows(db, pks)
         return removed
 
-    removed = await database.write(session_id or scope or 'prune', remove)
-    for sid in removed.sessions if not dry_run else ():
-        database.windows.put(sid, None)
-    return removed
+    return await database.write(session_id or scope or 'prune', remove)
 
 
 async def _count(db: AsyncSession, row: type[MessageRow | SummaryRow], pks: Sequence[int]) -> int:

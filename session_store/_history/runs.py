@@ -1,4 +1,4 @@
-"""The run cycle: a session's window loaded (from a per-process cache when it still holds), and a run stored.
+"""The run cycle (`Runs`): a session's window loaded, from the store's cache while it holds, and a run stored.
 
 A run reads the window it starts from (pinned head, latest summary, kept tail) and writes back its
 messages, summaries and the window's new bounds. The store that wrote a window knows it: it keeps the
@@ -9,7 +9,7 @@ gives the session a new revision, and a window whose revision is not the stored 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -31,18 +31,20 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from ._archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
-from ._codec import dump_usage, now
-from ._database import Database
-from ._ids import check_id, new_token
-from ._run_state import Entry, LoadedWindow, RunRecord, StoredWindow, WindowProcessor, head_read
-from ._sealing import Vault
-from ._telemetry import span
-from ._tree import Span, segments_of, segments_query, spans_of
-from .errors import SessionConflict, SessionNotFound
-from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .._codec import dump_usage, now
+from .._db.database import Database
+from .._db.sealing import Vault
+from .._ids import check_id, new_token
+from .._telemetry import span
+from ..errors import SessionConflict, SessionNotFound
+from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
+from .records import Entry, LoadedWindow, RunRecord
+from .tree import Span, segments_of, segments_query, spans_of
+from .window_cache import WindowCache
+from .windows import StoredWindow, WindowProcessor, head_read
 
-__all__ = ('load_window', 'store_run')
+__all__ = ('Runs',)
 
 
 class _Head(NamedTuple):
@@ -89,33 +91,58 @@ _HEAD = (
 _Rows = Sequence[Sequence[Any]]
 
 
-async def load_window(
-    database: Database, session_id: str, scope: str | None, processor: WindowProcessor
-) -> LoadedWindow:
-    """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read.
+class Runs:
+    """A store's run cycle: `load_window` before a run, `store` after it, and the windows kept between them."""
 
-    One hop to the database: the session's row, then, unless the window is cached at its revision, the
-    window's rows (one statement, two on a path that left its root segment).
-    """
-    check_id(session_id)
-    with span('load_window', database.backend, session_id) as current:
-        cached = database.windows.peek(session_id)
-        row, rows = await database.statements(lambda db: _read(db, session_id, scope, cached))
-        if row is None:
-            raise SessionNotFound(session_id, scope)
-        current.set_attribute('session_store.window.cached', rows is None)
-        if rows is None:
-            assert cached is not None
-            window = cached
-            database.windows.touch(session_id)
-        else:
-            window = _stored_window(database.sealer.vault(session_id, row.pk), row, rows)
-            database.windows.put(session_id, window)
-        loaded = window.loaded(processor)
-        current.set_attribute('session_store.window.messages', len(loaded.messages))
-        current.set_attribute('session_store.window.tokens', sum(t for t in loaded.tokens if t is not None))
-        current.set_attribute('session_store.archive.messages', loaded.message_count)
-    return loaded
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.windows = WindowCache()
+        """The windows this store read or wrote last, decoded, each valid at its revision."""
+
+    async def load_window(self, session_id: str, scope: str | None, processor: WindowProcessor) -> LoadedWindow:
+        """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read.
+
+        One hop to the database: the session's row, then, unless the window is cached at its revision, the
+        window's rows (one statement, two on a path that left its root segment).
+        """
+        check_id(session_id)
+        database = self.database
+        with span('load_window', database.backend, session_id) as current:
+            cached = self.windows.peek(session_id)
+            row, rows = await database.statements(lambda db: _read(db, session_id, scope, cached))
+            if row is None:
+                raise SessionNotFound(session_id, scope)
+            current.set_attribute('session_store.window.cached', rows is None)
+            if rows is None:
+                assert cached is not None
+                window = cached
+                self.windows.touch(session_id)
+            else:
+                window = _stored_window(database.sealer.vault(session_id, row.pk), row, rows)
+                self.windows.put(session_id, window)
+            loaded = window.loaded(processor)
+            current.set_attribute('session_store.window.messages', len(loaded.messages))
+            current.set_attribute('session_store.window.tokens', sum(t for t in loaded.tokens if t is not None))
+            current.set_attribute('session_store.archive.messages', loaded.message_count)
+        return loaded
+
+    async def store(self, session_id: str, loaded: LoadedWindow, record: RunRecord) -> None:
+        """Append a run's messages and summaries, and move the window, in one transaction.
+
+        On PostgreSQL a run without summaries (most runs) is one statement, so one round trip to the server.
+
+        Raises:
+            SessionConflict: Another run was stored since `loaded` was read; nothing was written.
+        """
+        revision = new_token()
+        summary_pks, usage = await _write_run(self.database, session_id, loaded, record, revision)
+        cached = self.windows.get(session_id, loaded.session_pk, loaded.revision)
+        self.windows.put(session_id, None if cached is None else cached.after(revision, record, summary_pks, usage))
+
+    def forget(self, session_ids: Iterable[str]) -> None:
+        """Drop what is kept of these sessions (deleted ones: nothing of them stays in memory either)."""
+        for session_id in session_ids:
+            self.windows.put(session_id, None)
 
 
 def _read(
@@ -268,15 +295,10 @@ _APPENDED_COLUMNS = ('position', 'entry_id', 'run_id', 'kind', 'payload', 'text'
 _ADVANCE_AND_APPEND = _advance_and_append()
 
 
-async def store_run(database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord) -> None:
-    """Append a run's messages and summaries, and move the window, in one transaction.
-
-    On PostgreSQL a run without summaries (most runs) is one statement, so one round trip to the server.
-
-    Raises:
-        SessionConflict: Another run was stored since `loaded` was read; nothing was written.
-    """
-    revision = new_token()
+async def _write_run(
+    database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord, revision: str
+) -> tuple[list[int], dict[str, Any]]:
+    """`Runs.store`'s transaction: the new summaries' keys, and the run's usage as stored."""
     vault = database.sealer.vault(session_id, loaded.session_pk)
     usage = dump_usage(record.usage)
     moving = {
@@ -324,5 +346,4 @@ async def store_run(database: Database, session_id: str, loaded: LoadedWindow, r
             summary_pks = await database.statements(append)
         else:
             summary_pks = await database.transaction(session_id, append)
-    cached = database.windows.get(session_id, loaded.session_pk, loaded.revision)
-    database.windows.put(session_id, None if cached is None else cached.after(revision, record, summary_pks, usage))
+    return summary_pks, usage

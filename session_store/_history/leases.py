@@ -13,10 +13,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import or_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._codec import now
-from ._database import Database
-from .errors import SessionConflict
-from .rows import SessionRow
+from .._codec import now
+from .._db.database import Database
+from ..errors import SessionConflict
+from ..rows import SessionRow
 
 __all__ = ('LEASE_TTL', 'acquire_lease', 'release_lease', 'renew_lease')
 

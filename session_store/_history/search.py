@@ -13,13 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import message_text
 
-from ._database import Database, find_session
-from ._fulltext import rank_by_words, words
-from ._sealing import Sealer
-from ._telemetry import span
-from ._tree import active_paths
-from .results import SearchHit
-from .rows import MessageRow, SessionRow
+from .._db.database import Database, find_session
+from .._db.fulltext import rank_by_words, words
+from .._db.sealing import Sealer
+from .._telemetry import span
+from ..results import SearchHit
+from ..rows import MessageRow, SessionRow
+from .tree import active_paths
 
 __all__ = ('MAX_SEARCH', 'search')
 

@@ -16,13 +16,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import tool_call_ids
 
-from ._archive import add_root_segment, copy_path, insert_segment, insert_summary, new_session_row
-from ._codec import load_usage, now, utc
-from ._database import Database, active_segment, find_session
-from ._ids import new_token
-from ._run_state import NewSummary
-from ._sealing import Vault
-from ._tree import (
+from .._codec import load_usage, now, utc
+from .._db.database import Database, active_segment, find_session
+from .._db.sealing import Vault
+from .._ids import new_token
+from ..errors import SessionConflict
+from ..results import Branch
+from ..rows import MessageRow, SegmentRow, SessionRow
+from .archive import add_root_segment, copy_path, insert_segment, insert_summary, new_session_row
+from .records import NewSummary
+from .tree import (
     Span,
     best_summary,
     entry_at,
@@ -34,9 +37,6 @@ from ._tree import (
     summary_chain_on,
     truncated,
 )
-from .errors import SessionConflict
-from .results import Branch
-from .rows import MessageRow, SegmentRow, SessionRow
 
 __all__ = ('fork', 'last_prompt_position', 'list_branches', 'move_head', 'rewind', 'switch')
 

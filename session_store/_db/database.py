@@ -15,14 +15,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
-from . import migration
-from ._engine import SQLITE_BEGIN, create_engine, create_threaded_engine, sqlite_path
-from ._ids import check_id
-from ._run_state import WindowCache
-from ._sealing import Sealer
-from .encryption import Encryption
-from .errors import DatabaseLocked, SessionNotFound, StoreError
-from .rows import SessionRow
+from .._ids import check_id
+from ..encryption import Encryption
+from ..errors import DatabaseLocked, SessionNotFound, StoreError
+from ..rows import SessionRow
+from . import schema
+from .engine import SQLITE_BEGIN, create_engine, create_threaded_engine, sqlite_path
+from .sealing import Sealer
 
 __all__ = ('Database', 'active_segment', 'find_session', 'is_locked')
 
@@ -68,8 +67,6 @@ class Database:
         self._autocommit = self.engine.execution_options(**_AUTOCOMMIT[self.backend])
         self._threaded = create_threaded_engine(url, read_only=read_only)
         self._threads: ThreadPoolExecutor | None = None
-        self.windows = WindowCache()
-        """The windows this store read or wrote last, decoded, each valid at its revision."""
         self._checked = False
         self._check_lock = asyncio.Lock()
 
@@ -87,14 +84,14 @@ class Database:
                 path = sqlite_path(self.url)
                 if self.read_only and path is not None and not path.exists():
                     raise StoreError(f'No database file at {path}: a read-only store opens only an existing one.')
-                revision = await self._run(migration.stamped_revision, transaction=False)
-                if revision != migration.SCHEMA_REVISION:
-                    await migration.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
+                revision = await self._run(schema.stamped_revision, transaction=False)
+                if revision != schema.SCHEMA_REVISION:
+                    await schema.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
                 self._checked = True
 
     async def migrate(self) -> None:
         """Upgrade the schema to this version's head revision, then check it."""
-        await migration.upgrade(self.engine)
+        await schema.upgrade(self.engine)
         self._checked = False
         await self.ready()
 
@@ -183,7 +180,7 @@ _THREADS = 8
 """Worker threads per SQLite store: as many hot-path transactions and reads at once (WAL serializes the writes)."""
 
 _AUTOCOMMIT: dict[str, dict[str, Any]] = {
-    # SQLite's driver runs each statement in its own transaction when none is begun (see `_engine`).
+    # SQLite's driver runs each statement in its own transaction when none is begun (see `engine`).
     'sqlite': {SQLITE_BEGIN: None},
     'postgresql': {'isolation_level': 'AUTOCOMMIT'},
 }

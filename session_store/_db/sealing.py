@@ -14,7 +14,7 @@ counts, token counts and timestamps stay clear, so the store still finds, orders
 - **Search runs on a blind index.** A sealed message's search text is the keyed hashes (HMAC-SHA256
   under a key derived from the master key, 80 bits each) of its distinct lowercased words, sorted, so
   the index holds no word and no word order. Exact words still match; phrases are checked against the
-  opened text (see `_search`); stemming, partial words and ranking by frequency are gone.
+  opened text (see `_history.search`); stemming, partial words and ranking by frequency are gone.
 
 AES-256-GCM rather than Fernet: authenticated like Fernet, with 28 bytes of overhead instead of 57
 plus base64 of everything, the kind and session bound in as associated data, and hardware AES on the
@@ -37,10 +37,10 @@ from pydantic_ai.messages import ModelMessage
 
 from processors import message_text
 
-from ._codec import decode
-from ._fulltext import words
-from .encryption import Encryption
-from .errors import KeyUnavailable
+from .._codec import decode
+from ..encryption import Encryption
+from ..errors import KeyUnavailable
+from .fulltext import words
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM

@@ -14,7 +14,7 @@ from sqlalchemy import CTE, ColumnElement, CompoundSelect, Row, Select, and_, de
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 Ts = TypeVarTuple('Ts')
 

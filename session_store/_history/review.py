@@ -6,12 +6,12 @@ from pydantic_ai.messages import ModelMessage
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._codec import load_usage, utc
-from ._database import Database, active_segment, find_session
-from ._sealing import Vault
-from ._tree import on_path, path_spans, summary_chain_on
-from .results import SessionInfo, StoredSummary
-from .rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .._codec import load_usage, utc
+from .._db.database import Database, active_segment, find_session
+from .._db.sealing import Vault
+from ..results import SessionInfo, StoredSummary
+from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
+from .tree import on_path, path_spans, summary_chain_on
 
 __all__ = ('list_sessions', 'read_history', 'read_summaries', 'stored_summary')
 

@@ -1,7 +1,7 @@
 """Sessions out of and into the database as `SessionExport` documents: a whole tree each way, in one transaction.
 
 An export reads every segment, message and summary of the session, numbering them as the document does; an
-import recreates them under fresh keys and entry ids, through the same writes runs use (`_archive`), so
+import recreates them under fresh keys and entry ids, through the same writes runs use (`archive`), so
 search text and token counts are stored as for any message.
 """
 
@@ -11,15 +11,15 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._archive import insert_messages, insert_segment, insert_summary, message_rows, new_session_row
-from ._codec import dump_usage, load_usage
-from ._database import Database, active_segment, find_session
-from ._ids import new_token
-from ._review import stored_summary
-from ._run_state import NewSummary
-from .errors import SessionConflict, StoreError
-from .exports import ExportedSegment, ExportedSummary, SessionExport, path_of
-from .rows import MessageRow, SegmentRow, SummaryRow
+from .._codec import dump_usage, load_usage
+from .._db.database import Database, active_segment, find_session
+from .._ids import new_token
+from ..errors import SessionConflict, StoreError
+from ..exports import ExportedSegment, ExportedSummary, SessionExport, path_of
+from ..rows import MessageRow, SegmentRow, SummaryRow
+from .archive import insert_messages, insert_segment, insert_summary, message_rows, new_session_row
+from .records import NewSummary
+from .review import stored_summary
 
 __all__ = ('read_export', 'write_import')
 

@@ -23,8 +23,8 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._engine import SQLITE_BEGIN, in_memory
-from .errors import SchemaMismatch
+from ..errors import SchemaMismatch
+from .engine import SQLITE_BEGIN, in_memory
 
 __all__ = ('SCHEMA_REVISION', 'check_schema', 'head_revision', 'migrations_dir', 'stamped_revision', 'upgrade')
 

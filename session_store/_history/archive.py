@@ -1,7 +1,7 @@
-"""The archive's writes and the run cycle: sessions made and deleted, messages appended, windows loaded and moved.
+"""The archive's writes: sessions opened, segments added, messages and summaries inserted, paths copied, metadata.
 
-Every function takes the `Database` it works on; `SessionStore`, `Session` and `SQLConversationStore`
-all write through here, so a message is stored one way whoever stores it.
+Every function takes the `Database` it works on; the run cycle (`runs`), branches, imports and
+`SQLConversationStore` all insert through here, so a message row is made one way whoever stores it.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from sqlalchemy import Insert, String, bindparam, cast, insert, literal, select,
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ._codec import dump_message, dump_usage, now
-from ._database import Database, find_session
-from ._ids import new_token
-from ._run_state import NewSummary
-from ._sealing import SEALED, Vault
-from ._tree import Span, on_path
-from .errors import SessionConflict
-from .rows import Base, MessageRow, SegmentRow, SessionRow, SummaryRow
+from .._codec import dump_message, dump_usage, now
+from .._db.database import Database, find_session
+from .._db.sealing import SEALED, Vault
+from .._ids import new_token
+from ..errors import SessionConflict
+from ..rows import Base, MessageRow, SegmentRow, SessionRow, SummaryRow
+from .records import NewSummary
+from .tree import Span, on_path
 
 __all__ = (
     'MESSAGE_INSERT',

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import ColumnClause, ColumnElement, Select, case, column, func, literal_column, table
 
-from .rows import MessageRow
+from ..rows import MessageRow
 
 __all__ = ('rank_by_words', 'words')
 
