@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
 import pydantic
 from pydantic_ai import Agent
@@ -20,24 +20,18 @@ from pydantic_ai.usage import RunUsage
 
 from processors import (
     ContextManagerCapability,
-    SlidingWindow,
     SlidingWindowProcessor,
-    Summarization,
-    SummarizationFailure,
     SummarizationProcessor,
-    Summary,
-    as_capability,
-    count_tokens,
 )
 
 from ._history.branches import last_prompt_position, list_branches, rewind, switch
 from ._history.leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
-from ._history.records import LoadedWindow, NewSummary, RunRecord
 from ._history.review import read_history, read_summaries
 from ._history.runs import Runs
-from ._history.windows import WindowEngine, WindowProcessor, window_engine
+from ._history.turns import Turn
+from ._history.windows import WindowProcessor
 from ._ids import new_token
-from .errors import StoreError, SummarizerFailed
+from .errors import SummarizerFailed
 from .recall import Recall, recall_toolset
 from .results import Branch, StoredSummary
 
@@ -45,38 +39,6 @@ __all__ = ('Session',)
 
 _DEFERRED = pydantic.TypeAdapter(DeferredToolRequests)
 _RESERVED = ('message_history', 'conversation')
-_T = TypeVar('_T')
-
-
-@dataclass
-class _Run:
-    """One run in progress: the window it started from, the capability shaping its requests, and what that made."""
-
-    loaded: LoadedWindow
-    capability: SlidingWindow | Summarization | ContextManagerCapability
-    """A fresh copy of the session's processor for this run, seeded with the stored window's token counts."""
-    summaries: list[Summary] = field(default_factory=list[Summary])
-    failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
-
-    @property
-    def engine(self) -> WindowEngine:
-        """Where the run's window is decided and remembered: the capability, or a context manager's `processor`."""
-        return window_engine(self.capability)
-
-
-def _collecting(
-    made: list[_T], callback: Callable[[_T], Awaitable[None] | None] | None
-) -> Callable[[_T], Awaitable[None]]:
-    """A callback that keeps what it is given in `made`, then passes it on to `callback`."""
-
-    async def collect(item: _T) -> None:
-        made.append(item)
-        if callback is not None:
-            result = callback(item)
-            if result is not None:
-                await result
-
-    return collect
 
 
 class Session:
@@ -206,7 +168,7 @@ class Session:
     @asynccontextmanager
     async def _turn(
         self, agent: Agent[Any, Any], kwargs: dict[str, Any], user_prompt: Any, *, rewind_to: int | None = None
-    ) -> AsyncIterator[_Run]:
+    ) -> AsyncIterator[Turn]:
         """One run's hold on the session: the lease if it waits, a rewind if asked, and the window it starts from."""
         for name in _RESERVED:
             if name in kwargs:
@@ -283,38 +245,15 @@ class Session:
             "the session's runs."
         )
 
-    async def _start(self) -> _Run:
-        loaded = await self._runs.load_window(self.session_id, self.scope, self.processor)
-        summaries: list[Summary] = []
-        failures: list[SummarizationFailure] = []
-        processor = self.processor
-        capability: SlidingWindow | Summarization | ContextManagerCapability
-        if isinstance(processor, ContextManagerCapability):
-            capability = processor.fresh_engine(
-                on_summary=_collecting(summaries, processor.on_summary),
-                on_failure=_collecting(failures, processor.on_failure),
-            )
-        elif isinstance(processor, SummarizationProcessor):
-            capability = as_capability(
-                replace(
-                    processor,
-                    on_summary=_collecting(summaries, processor.on_summary),
-                    on_failure=_collecting(failures, processor.on_failure),
-                )
-            )
-        else:
-            capability = as_capability(processor)
-        run = _Run(loaded=loaded, capability=capability, summaries=summaries, failures=failures)
-        # The stored counts stand for the window's messages: each message is counted once, when stored.
-        await run.engine.remember(loaded.messages, loaded.tokens)
-        return run
+    async def _start(self) -> Turn:
+        return await Turn.start(self._runs, self.session_id, self.scope, self.processor)
 
-    def _agent_kwargs(self, run: _Run, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _agent_kwargs(self, run: Turn, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The caller's arguments plus the stored history, the window capability, the store and the recall tools."""
         # The window capability goes last, so it shapes the request after the caller's own capabilities.
         extra: dict[str, Any] = {
             'message_history': run.loaded.messages,
-            'capabilities': [*kwargs.get('capabilities', ()), run.capability, _StoredWhenDone(self, run)],
+            'capabilities': [*kwargs.get('capabilities', ()), run.capability, _StoredWhenDone(run)],
             'conversation_id': kwargs.get('conversation_id') or self.session_id,
         }
         if self.recall is not None:
@@ -355,65 +294,8 @@ class Session:
             if not run.summaries:
                 return None
             loaded = run.loaded
-            await self._store(run, loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
+            await run.store(loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
         return (await self.summaries())[-1]
-
-    async def _store(
-        self,
-        run: _Run,
-        all_messages: Sequence[ModelMessage],
-        new_messages: Sequence[ModelMessage],
-        usage: RunUsage,
-        deferred_tool_requests: dict[str, Any] | None,
-    ) -> None:
-        """Store what a run (or a compaction) added: its messages, summaries and the window's new bounds."""
-        loaded = run.loaded
-        known = len(loaded.messages)
-        if len(all_messages) != known + len(new_messages):
-            raise StoreError(
-                f'Session {self.session_id!r}: the run returned {len(all_messages)} messages for a history of {known} '
-                f'plus {len(new_messages)} new ones; a capability rewrote the run history, so nothing was stored.'
-            )
-
-        def position(index: int) -> int:
-            return loaded.positions[index] if index < known else loaded.message_count + index - known
-
-        head_end, window_start = loaded.head_end, loaded.window_start
-        state = run.engine.compaction_state(all_messages)
-        if state is not None:
-            window_start = position(state.tail_start)
-            head_end = position(state.head_end - 1) + 1 if state.head_end else 0
-        index_of = {id(message): index for index, message in enumerate(all_messages)}
-        summaries = []
-        for summary in run.summaries:
-            covered = [position(index_of[id(m)]) for m in summary.covered if id(m) in index_of]
-            if covered:
-                summaries.append(
-                    NewSummary(
-                        min(covered), max(covered) + 1, summary.text, summary.tokens, summary.model_name, summary.usage
-                    )
-                )
-        # The processor counted every message up to the run's last request; only the rest is counted here.
-        counted = run.engine.token_counts(all_messages)[known:]
-        counter = run.engine.token_counter
-        tokens = [
-            t if t is not None else await count_tokens(counter, [m]) for m, t in zip(new_messages, counted, strict=True)
-        ]
-        total = replace(loaded.usage)
-        total.incr(usage)
-        await self._runs.store(
-            self.session_id,
-            loaded,
-            RunRecord(
-                messages=new_messages,
-                tokens=tokens,
-                head_end=head_end,
-                window_start=window_start,
-                summaries=summaries,
-                usage=total,
-                deferred_tool_requests=deferred_tool_requests,
-            ),
-        )
 
 
 @dataclass
@@ -422,13 +304,12 @@ class _StoredWhenDone(AbstractCapability[Any]):
     nests under pydantic-ai's `invoke_agent`. A run that raises, or a stream abandoned before its end,
     never gets here, and stores nothing."""
 
-    session: Session
-    run: _Run
+    run: Turn
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
         output = result.output
         deferred = _DEFERRED.dump_python(output, mode='json') if isinstance(output, DeferredToolRequests) else None
-        await self.session._store(self.run, result.all_messages(), result.new_messages(), result.usage, deferred)
+        await self.run.store(result.all_messages(), result.new_messages(), result.usage, deferred)
         return result
 
     @classmethod

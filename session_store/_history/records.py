@@ -31,6 +31,8 @@ class LoadedWindow:
     row of its own, and takes the position of that response."""
     tokens: list[int | None]
     """Each message's stored token count; `None` for the one that carries the bridge, which changed it."""
+    entry_ids: list[str | None]
+    """Each message's entry id (its id as a pydantic-ai `ConversationEntry`); `None` for a bridge standing alone."""
     usage: RunUsage
     deferred_tool_requests: dict[str, Any] | None = None
     """The tool calls the session's last run left waiting for approval or results, as stored."""
@@ -59,7 +61,14 @@ class RunRecord:
     """Each summary the run made, oldest first."""
     usage: RunUsage
     deferred_tool_requests: dict[str, Any] | None
+    entry_ids: Sequence[str] | None = None
+    """The messages' entry ids, when the caller has them (pydantic-ai's `ConversationEntry` ids); else new ones."""
 
 
-Entry = tuple[int, ModelMessage, int]
-"""An archived message a window holds: its position, the message, its stored token count."""
+class Entry(NamedTuple):
+    """An archived message a window holds."""
+
+    position: int
+    message: ModelMessage
+    tokens: int
+    entry_id: str

@@ -23,6 +23,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    null,
     or_,
     select,
     true,
@@ -42,7 +43,7 @@ from .archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
 from .records import Entry, LoadedWindow, RunRecord
 from .tree import Span, segments_of, segments_query, spans_of
 from .window_cache import WindowCache
-from .windows import StoredWindow, WindowProcessor, head_read
+from .windows import StoredRun, StoredWindow, WindowProcessor, head_read
 
 __all__ = ('Runs',)
 
@@ -126,18 +127,22 @@ class Runs:
             current.set_attribute('session_store.archive.messages', loaded.message_count)
         return loaded
 
-    async def store(self, session_id: str, loaded: LoadedWindow, record: RunRecord) -> None:
-        """Append a run's messages and summaries, and move the window, in one transaction.
+    async def store(
+        self, session_id: str, loaded: LoadedWindow, record: RunRecord, *, revision: str | None = None
+    ) -> StoredRun:
+        """Append a run's messages and summaries, and move the window, in one transaction; the session's
+        revision becomes `revision` (a new token unless given: pydantic-ai's stores make their own).
 
         On PostgreSQL a run without summaries (most runs) is one statement, so one round trip to the server.
 
         Raises:
             SessionConflict: Another run was stored since `loaded` was read; nothing was written.
         """
-        revision = new_token()
-        summary_pks, usage = await _write_run(self.database, session_id, loaded, record, revision)
+        revision = revision or new_token()
+        stored = await _write_run(self.database, session_id, loaded, record, revision)
         cached = self.windows.get(session_id, loaded.session_pk, loaded.revision)
-        self.windows.put(session_id, None if cached is None else cached.after(revision, record, summary_pks, usage))
+        self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored))
+        return stored
 
     def forget(self, session_ids: Iterable[str]) -> None:
         """Drop what is kept of these sessions (deleted ones: nothing of them stays in memory either)."""
@@ -182,9 +187,9 @@ def _stored_window(vault: Vault, row: _Head, rows: _Rows) -> StoredWindow:
     entries: list[Entry] = []
     before: list[tuple[int, int, str]] = []
     after: list[int] = []
-    for kind, position, body, number in rows:
+    for kind, position, body, number, entry_id in rows:
         if kind == _MESSAGE:
-            entries.append((position, vault.message(position, body), number))
+            entries.append(Entry(position, vault.message(position, body), number, entry_id))
         elif position <= row.window_start:
             before.append((position, number, body))
         else:
@@ -211,12 +216,12 @@ _MESSAGE, _SUMMARY = 0, 1
 
 @cache
 def _window_read(spans: int) -> CompoundSelect[Any]:
-    """The cold read of a window on a path of `spans` segments, as rows (kind, position, body, number):
+    """The cold read of a window on a path of `spans` segments, as rows (kind, position, body, number, entry id):
 
-    - `_MESSAGE`, position, payload, token count: the head (`h{i}_from..h{i}_to`) and the tail
+    - `_MESSAGE`, position, payload, token count, entry id: the head (`h{i}_from..h{i}_to`) and the tail
       (`t{i}_from..t{i}_to`) scanned on each segment `s{i}` of the path, one range scan each (a range may be
       empty), on the (segment, position) index;
-    - `_SUMMARY`, covers_to, text, key: the summaries wholly on the path (made on a segment `s{i}`, ending by
+    - `_SUMMARY`, covers_to, text, key, NULL: the summaries wholly on the path (made on a segment `s{i}`, ending by
       `e{i}`, where the path leaves it) from the widest ending by `window_start` on. Later ones exist only
       where a path was made active mid-chain; knowing where the first ends lets a cached window tell
       whether moving its start would reach it.
@@ -227,6 +232,7 @@ def _window_read(spans: int) -> CompoundSelect[Any]:
             _messages.c.position.label('position'),
             _messages.c.payload.label('body'),
             _messages.c.tokens.label('number'),
+            _messages.c.entry_id.label('entry_id'),
         ).where(
             _messages.c.segment_pk == bindparam(f's{i}'),
             _messages.c.position >= bindparam(f'{scan}{i}_from'),
@@ -248,6 +254,7 @@ def _window_read(spans: int) -> CompoundSelect[Any]:
         _summaries.c.covers_to,
         _summaries.c.text,
         _summaries.c.pk,
+        null(),
     ).where(mine, _summaries.c.covers_to >= func.coalesce(widest.scalar_subquery(), -1))
     return union_all(*scans, summaries).order_by('kind', 'position')
 
@@ -297,8 +304,8 @@ _ADVANCE_AND_APPEND = _advance_and_append()
 
 async def _write_run(
     database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord, revision: str
-) -> tuple[list[int], dict[str, Any]]:
-    """`Runs.store`'s transaction: the new summaries' keys, and the run's usage as stored."""
+) -> StoredRun:
+    """`Runs.store`'s transaction."""
     vault = database.sealer.vault(session_id, loaded.session_pk)
     usage = dump_usage(record.usage)
     moving = {
@@ -312,7 +319,9 @@ async def _write_run(
         'deferred_tool_requests': vault.seal_json('deferred tool requests', record.deferred_tool_requests),
         'updated_at': now(),
     }
-    rows = message_rows(vault, loaded.segment_pk, loaded.message_count, record.messages, record.tokens)
+    rows = message_rows(
+        vault, loaded.segment_pk, loaded.message_count, record.messages, record.tokens, record.entry_ids
+    )
     summaries = [summary_row(vault, loaded.segment_pk, None, summary, now()) for summary in record.summaries]
     postgresql = database.backend == 'postgresql'
     if postgresql:
@@ -346,4 +355,4 @@ async def _write_run(
             summary_pks = await database.statements(append)
         else:
             summary_pks = await database.transaction(session_id, append)
-    return summary_pks, usage
+    return StoredRun(summary_pks, [row['entry_id'] for row in rows], usage)

@@ -7,7 +7,7 @@ prompt) goes, and which of the head's system parts are kept.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
 
@@ -16,7 +16,7 @@ from processors import ContextManagerCapability, SlidingWindowProcessor, Summari
 from .._codec import load_usage
 from .records import Entry, LoadedWindow, RunRecord
 
-__all__ = ('StoredWindow', 'WindowEngine', 'WindowProcessor', 'head_read', 'window_engine')
+__all__ = ('StoredRun', 'StoredWindow', 'WindowEngine', 'WindowProcessor', 'head_read', 'window_engine')
 
 WindowProcessor = SlidingWindowProcessor | SummarizationProcessor | ContextManagerCapability
 """How a session compresses what the model sees; the store keeps every message either way."""
@@ -52,13 +52,12 @@ class StoredWindow:
     usage: dict[str, Any]
     deferred_tool_requests: dict[str, Any] | None
 
-    def after(
-        self, revision: str, record: RunRecord, summary_pks: list[int], usage: dict[str, Any]
-    ) -> StoredWindow | None:
-        """This window once `record` is stored under `revision` (with `usage`, the run's usage as stored);
-        `None` when only a read can tell which summary it starts from (a stored one further along the path
-        comes within reach).
+    def after(self, revision: str, record: RunRecord, stored: StoredRun) -> StoredWindow | None:
+        """This window once `record` is stored under `revision` (with what the write made: `stored`); `None`
+        when only a read can tell which summary it starts from (a stored one further along the path comes
+        within reach).
         """
+        summary_pks, entry_ids, usage = stored
         beyond = self.next_summary_at is not None and self.next_summary_at <= record.window_start
         if record.summaries:
             made = record.summaries[-1]
@@ -70,9 +69,9 @@ class StoredWindow:
         else:
             summary = self.summary
         count = self.message_count + len(record.messages)
-        added = zip(range(self.message_count, count), record.messages, record.tokens, strict=True)
+        added = map(Entry, range(self.message_count, count), record.messages, record.tokens, entry_ids)
         head = head_read(record.head_end, record.window_start)
-        entries = tuple(e for e in (*self.entries, *added) if e[0] < head or e[0] >= record.window_start)
+        entries = tuple(e for e in (*self.entries, *added) if e.position < head or e.position >= record.window_start)
         if len(entries) != head + count - record.window_start:
             return None  # the new head reaches messages this window did not hold
         return StoredWindow(
@@ -93,10 +92,10 @@ class StoredWindow:
         """The window a run starts from: head, then the tail with the bridge riding in its first request
         (or standing before it, when the tail opens with a response)."""
         engine = window_engine(processor)
-        first = [self.entries[0][1]] if self.entries and self.entries[0][0] == 0 else []
-        head = [e for e in self.entries if e[0] < self.head_end]
-        tail: list[tuple[int, ModelMessage, int | None]] = [
-            e for e in self.entries if e[0] >= self.window_start and e[0] >= self.head_end
+        first = [self.entries[0].message] if self.entries and self.entries[0].position == 0 else []
+        head: list[_Shown] = [e for e in self.entries if e.position < self.head_end]
+        tail: list[_Shown] = [
+            e for e in self.entries if e.position >= self.window_start and e.position >= self.head_end
         ]
         parts: list[ModelRequestPart] = []
         if self.summary is not None:
@@ -104,15 +103,15 @@ class StoredWindow:
         elif self.window_start > self.head_end:  # the system prompt's own message was cut
             parts = list(engine.kept_system_parts(first))
         if parts and tail:
-            position, opening, _ = tail[0]
+            position, opening, _, entry_id = tail[0]
             if isinstance(opening, ModelRequest):
                 # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request;
                 # the run's history then lines up with the archive.
-                tail[0] = (position, replace(opening, parts=[*parts, *opening.parts]), None)
+                tail[0] = (position, replace(opening, parts=[*parts, *opening.parts]), None, entry_id)
             else:
                 # A processor that cuts before responses (ContextManagerCapability) left the tail opening with
                 # one: the bridge stands alone before it, as that processor's own window has it.
-                tail.insert(0, (position, ModelRequest(parts=parts), None))
+                tail.insert(0, (position, ModelRequest(parts=parts), None, None))
         window = [*head, *tail]
         return LoadedWindow(
             session_pk=self.session_pk,
@@ -122,12 +121,26 @@ class StoredWindow:
             head_end=self.head_end,
             window_start=self.window_start,
             summary_pk=None if self.summary is None else self.summary[0],
-            messages=[m for _, m, _ in window],
-            positions=[p for p, _, _ in window],
-            tokens=[t for _, _, t in window],
+            messages=[m for _, m, _, _ in window],
+            positions=[p for p, _, _, _ in window],
+            tokens=[t for _, _, t, _ in window],
+            entry_ids=[i for _, _, _, i in window],
             usage=load_usage(self.usage),
             deferred_tool_requests=self.deferred_tool_requests,
         )
+
+
+_Shown = tuple[int, ModelMessage, int | None, str | None]
+"""A message of a window as a run is given it: position, message, token count and entry id (`None` where the
+bridge changed the message, or stands alone)."""
+
+
+class StoredRun(NamedTuple):
+    """What storing a run made: its summaries' keys, its messages' entry ids, and its usage as stored."""
+
+    summary_pks: list[int]
+    entry_ids: list[str]
+    usage: dict[str, Any]
 
 
 def head_read(head_end: int, window_start: int) -> int:

@@ -1,0 +1,161 @@
+"""A turn on a stored session: the window it starts from, a fresh copy of the processor shaping it, and what
+that copy made, stored back with the turn's messages in one transaction.
+
+Both doors run a turn this way: `Session` (a run, or `compact`) and `SQLConversationStore` (the compaction a
+load makes, and the append a save makes), so a window is read, compacted and stored one way whoever asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
+
+from processors import (
+    ContextManagerCapability,
+    SlidingWindow,
+    Summarization,
+    SummarizationFailure,
+    SummarizationProcessor,
+    Summary,
+    as_capability,
+    count_tokens,
+)
+
+from ..errors import StoreError
+from .records import LoadedWindow, NewSummary, RunRecord
+from .runs import Runs
+from .windows import StoredRun, WindowEngine, WindowProcessor, window_engine
+
+__all__ = ('Turn',)
+
+_T = TypeVar('_T')
+
+
+@dataclass
+class Turn:
+    """One turn in progress on a stored session: the window it started from, the capability shaping its
+    requests, and the summaries and failures that capability reported."""
+
+    runs: Runs
+    session_id: str
+    loaded: LoadedWindow
+    capability: SlidingWindow | Summarization | ContextManagerCapability
+    """A fresh copy of the session's processor for this turn, seeded with the stored window's token counts."""
+    summaries: list[Summary] = field(default_factory=list[Summary])
+    failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
+
+    @classmethod
+    async def start(cls, runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor) -> Turn:
+        """The turn that starts from the session's stored window, compressed with `processor`."""
+        loaded = await runs.load_window(session_id, scope, processor)
+        summaries: list[Summary] = []
+        failures: list[SummarizationFailure] = []
+        capability: SlidingWindow | Summarization | ContextManagerCapability
+        if isinstance(processor, ContextManagerCapability):
+            capability = processor.fresh_engine(
+                on_summary=_collecting(summaries, processor.on_summary),
+                on_failure=_collecting(failures, processor.on_failure),
+            )
+        elif isinstance(processor, SummarizationProcessor):
+            capability = as_capability(
+                replace(
+                    processor,
+                    on_summary=_collecting(summaries, processor.on_summary),
+                    on_failure=_collecting(failures, processor.on_failure),
+                )
+            )
+        else:
+            capability = as_capability(processor)
+        turn = cls(runs, session_id, loaded, capability, summaries, failures)
+        # The stored counts stand for the window's messages: each message is counted once, when stored.
+        await turn.engine.remember(loaded.messages, loaded.tokens)
+        return turn
+
+    @property
+    def engine(self) -> WindowEngine:
+        """Where the turn's window is decided and remembered: the capability, or a context manager's `processor`."""
+        return window_engine(self.capability)
+
+    async def store(
+        self,
+        all_messages: Sequence[ModelMessage],
+        new_messages: Sequence[ModelMessage],
+        usage: RunUsage,
+        deferred_tool_requests: dict[str, Any] | None,
+        *,
+        total_usage: RunUsage | None = None,
+        entry_ids: Sequence[str] | None = None,
+        revision: str | None = None,
+    ) -> StoredRun:
+        """Store what the turn added: its messages, the summaries made, and the window's new bounds.
+
+        `usage` is what the turn spent, added to the session's; `total_usage` replaces the session's instead
+        (pydantic-ai's conversations carry their own running total). `entry_ids` and `revision` are the
+        caller's own, when it has them.
+        """
+        loaded = self.loaded
+        known = len(loaded.messages)
+        if len(all_messages) != known + len(new_messages):
+            raise StoreError(
+                f'Session {self.session_id!r}: the run returned {len(all_messages)} messages for a history of '
+                f'{known} plus {len(new_messages)} new ones; a capability rewrote the run history, so nothing '
+                'was stored.'
+            )
+
+        def position(index: int) -> int:
+            return loaded.positions[index] if index < known else loaded.message_count + index - known
+
+        head_end, window_start = loaded.head_end, loaded.window_start
+        state = self.engine.compaction_state(all_messages)
+        if state is not None:
+            window_start = position(state.tail_start)
+            head_end = position(state.head_end - 1) + 1 if state.head_end else 0
+        index_of = {id(message): index for index, message in enumerate(all_messages)}
+        summaries = []
+        for summary in self.summaries:
+            covered = [position(index_of[id(m)]) for m in summary.covered if id(m) in index_of]
+            if covered:
+                summaries.append(
+                    NewSummary(
+                        min(covered), max(covered) + 1, summary.text, summary.tokens, summary.model_name, summary.usage
+                    )
+                )
+        # The processor counted every message up to the run's last request; only the rest is counted here.
+        counted = self.engine.token_counts(all_messages)[known:]
+        counter = self.engine.token_counter
+        tokens = [
+            t if t is not None else await count_tokens(counter, [m]) for m, t in zip(new_messages, counted, strict=True)
+        ]
+        if total_usage is None:
+            total_usage = replace(loaded.usage)
+            total_usage.incr(usage)
+        record = RunRecord(
+            messages=new_messages,
+            tokens=tokens,
+            head_end=head_end,
+            window_start=window_start,
+            summaries=summaries,
+            usage=total_usage,
+            deferred_tool_requests=deferred_tool_requests,
+            entry_ids=entry_ids,
+        )
+        return await self.runs.store(self.session_id, loaded, record, revision=revision)
+
+
+def _collecting(
+    made: list[_T], callback: Callable[[_T], Awaitable[None] | None] | None
+) -> Callable[[_T], Awaitable[None]]:
+    """A callback that keeps what it is given in `made`, then passes it on to `callback`."""
+
+    async def collect(item: _T) -> None:
+        made.append(item)
+        if callback is not None:
+            result = callback(item)
+            if result is not None:
+                await result
+
+    return collect
