@@ -28,10 +28,11 @@ from itertools import pairwise
 from typing import Any
 
 import pydantic
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import DeferredToolRequests
-from sqlalchemy import Row, Select, and_, case, func, insert, select, update
+from sqlalchemy import Row, Select, and_, bindparam, case, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -42,9 +43,13 @@ from ._codec import dump_usage, load_usage, now, utc
 from ._db.sealing import Sealer, Vault
 from ._history.archive import add_root_segment, copy_path, insert_messages, message_rows
 from ._history.branches import move_head
+from ._history.records import RunRecord
 from ._history.runs import Runs
-from ._history.tree import entry_at, on_path, path_spans, spans_of
+from ._history.tree import entry_at, on_path, path_spans, spans_of, tip_entry_id
+from ._history.turns import compact_if_due
+from ._history.windows import WindowProcessor
 from ._ids import check_id, new_token
+from ._telemetry import span
 from ._upkeep.retention import delete_rows
 from .errors import SessionConflict
 from .rows import MessageRow, SegmentRow, SessionRow
@@ -56,28 +61,17 @@ __all__ = ('SQLConversationStore',)
 _DEFERRED: pydantic.TypeAdapter[DeferredToolRequests] = pydantic.TypeAdapter(DeferredToolRequests)
 """The same JSON `Session` stores a paused run's requests in, so either side can read the other's."""
 
+_SESSION_OF = (
+    select(SessionRow.session_id)
+    .join(MessageRow, MessageRow.session_pk == SessionRow.pk)
+    .where(MessageRow.entry_id == bindparam('entry_id'))
+)
+"""The id of the session an entry is stored in."""
+
 _Parent = aliased(MessageRow, name='parent')
 """The message before another one on its path, whose `entry_id` is that one's `parent_id`."""
 _Own = aliased(SegmentRow, name='own')
 """The segment a message is in."""
-
-
-def _head_entry_id() -> Any:
-    """The `entry_id` of a session's newest message on its active path, as a correlated scalar subquery.
-
-    That message is in the active segment, or, right after a rewind (the segment still empty), in the
-    segment it forked from. NULL when the path is empty.
-    """
-    last = SessionRow.message_count - 1
-    in_active = select(MessageRow.entry_id).where(
-        MessageRow.segment_pk == SessionRow.active_segment_pk, MessageRow.position == last
-    )
-    in_parent = (
-        select(MessageRow.entry_id)
-        .join(_Own, _Own.parent_pk == MessageRow.segment_pk)
-        .where(_Own.pk == SessionRow.active_segment_pk, MessageRow.position == last)
-    )
-    return func.coalesce(in_active.scalar_subquery(), in_parent.scalar_subquery())
 
 
 def _entries_query() -> Select[str, int, int, str, str | None, str]:
@@ -158,10 +152,33 @@ class SQLConversationStore(ConversationStore):
     A conflicting save raises `SessionConflict`, a `ConversationConflict`.
     """
 
-    def __init__(self, runs: Runs, token_counter: TokenCounter) -> None:
+    def __init__(self, runs: Runs, token_counter: TokenCounter, processor: WindowProcessor | None = None) -> None:
         self._runs = runs
         self._database = runs.database
         self._token_counter = token_counter
+        self.processor = processor
+        """The store's processor, if it was given one. With it, `load` hands back the window a `Session` would
+        run from (compacting it first when the trigger holds, and storing that summary) and `read_history` of
+        a conversation's head reads that window; without one, whole histories, as pydantic-ai's own stores."""
+
+    async def load(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> Conversation | None:
+        """The conversation, or `None` if the store doesn't have it; see pydantic-ai's `ConversationStore.load`.
+
+        With the store's processor it holds the window a `Session` would run from: the head (system prompt),
+        the latest summary on the active path as a `CompactionPart`, and the kept tail. When the stored window
+        has passed the processor's trigger, it is compacted first: the next summary of the chain, made from
+        the last one and only the messages it newly evicts, is stored in its own transaction. The conversation
+        is marked stored, so saving a run on it appends the run's messages after the stored ones. `limit`
+        keeps pydantic-ai's meaning: at most the last `limit` messages (of the window, with a processor).
+        """
+        check_id(conversation_id)
+        with span('load_conversation', self._database.backend, conversation_id) as current:
+            if self.processor is not None:
+                compacted = await compact_if_due(self._runs, conversation_id, scope, self.processor)
+                current.set_attribute('session_store.window.compacted_now', compacted)
+            return await super().load(conversation_id, limit=limit, scope=scope)
 
     # Reading
 
@@ -170,7 +187,7 @@ class SQLConversationStore(ConversationStore):
         check_id(conversation_id)
         async with self._database.read() as db:
             found = (
-                await db.execute(select(SessionRow, _head_entry_id()).where(SessionRow.session_id == conversation_id))
+                await db.execute(select(SessionRow, tip_entry_id()).where(SessionRow.session_id == conversation_id))
             ).first()
         return None if found is None else _record(self._database.sealer, found[0], found[1])
 
@@ -179,7 +196,7 @@ class SQLConversationStore(ConversationStore):
         if scope is not None:
             check_id(scope, 'scope')
         # Ties keep creation order, as pydantic-ai's in-memory store's stable sort does.
-        query = select(SessionRow, _head_entry_id()).order_by(SessionRow.updated_at.desc(), SessionRow.pk)
+        query = select(SessionRow, tip_entry_id()).order_by(SessionRow.updated_at.desc(), SessionRow.pk)
         if scope is not None:
             query = query.where(SessionRow.scope == scope)
         if limit is not None:
@@ -212,6 +229,8 @@ class SQLConversationStore(ConversationStore):
         """
         if head_id is None or limit == 0:
             return []
+        if self.processor is not None and (window := await self._window_to(head_id)) is not None:
+            return window if limit is None else window[-limit:]
         async with self._database.read() as db:
             # The head, with every segment of its session to find its path by: one SELECT.
             found = (
@@ -236,6 +255,28 @@ class SQLConversationStore(ConversationStore):
             start = 0 if limit is None else max(0, position + 1 - limit)
             rows = (await db.execute(on_path(_entries_query(), spans, (start, position + 1)))).all()
         return [_entry(self._database.sealer, row) for row in rows]
+
+    async def _window_to(self, head_id: str) -> list[ConversationEntry] | None:
+        """The stored window of the conversation whose active path ends at `head_id`, as entries; `None` when
+        `head_id` is not such a head (an older entry, a branch's tip), whose path is read instead."""
+        found = await self._database.statements(lambda db: db.execute(_SESSION_OF, {'entry_id': head_id}).first())
+        if found is None:
+            raise LookupError(f'No conversation entry {head_id!r} in the store.')
+        assert self.processor is not None
+        loaded = await self._runs.load_window(found.session_id, None, self.processor)
+        if not loaded.entry_ids or loaded.entry_ids[-1] != head_id:
+            return None
+        parent: str | None = None
+        if loaded.positions[0] > 0:  # a window with no head opens mid-path
+            async with self._database.read() as db:
+                parent = await entry_at(db, loaded.segment_pk, loaded.positions[0] - 1)
+        entries: list[ConversationEntry] = []
+        for message, entry_id in zip(loaded.messages, loaded.entry_ids, strict=True):
+            # A bridge standing alone (before a tail that opens with a response) is no archived message.
+            entry = ConversationEntry(id=entry_id or f'summary-{loaded.summary_pk}', parent_id=parent, message=message)
+            entries.append(entry)
+            parent = entry.id
+        return entries
 
     # Writing
 
@@ -270,15 +311,37 @@ class SQLConversationStore(ConversationStore):
         # Counted before the transaction opens: a counter may be slow (a tokenizer, a remote call),
         # and the write lock shouldn't wait on it.
         tokens = [await count_tokens(self._token_counter, [entry.message]) for entry in new_entries]
+        deferred = (
+            None
+            if record.deferred_tool_requests is None
+            else _DEFERRED.dump_python(record.deferred_tool_requests, mode='json')
+        )
+        if expected_revision is not None and new_entries:
+            # Most saves append a run after the stored head: the run cycle's own write, as a Session's run.
+            appended = RunRecord(
+                messages=[e.message for e in new_entries],
+                tokens=tokens,
+                head_end=0,
+                window_start=0,
+                summaries=(),
+                usage=record.usage,
+                deferred_tool_requests=deferred,
+                entry_ids=[e.id for e in new_entries],
+            )
+            after = new_entries[0].parent_id
+            stored = await self._runs.append(
+                conversation_id, after, appended, expected_revision=expected_revision, revision=record.revision
+            )
+            if stored is not None:
+                return
         async with self._database.read() as db, db.begin():
             if expected_revision is None:
                 session_pk, segment_pk, start = await self._create(db, record, new_entries)
             else:
                 session_pk, segment_pk, start = await self._advance(db, record, new_entries, expected_revision)
             vault = self._database.sealer.vault(conversation_id, session_pk)
-            if record.deferred_tool_requests is not None:
+            if deferred is not None:
                 # Sealed under the session's key, known only now: a paused run's requests take one more UPDATE.
-                deferred = _DEFERRED.dump_python(record.deferred_tool_requests, mode='json')
                 await db.execute(
                     update(SessionRow)
                     .where(SessionRow.pk == session_pk)

@@ -75,6 +75,8 @@ class SessionStore:
             raise TypeError(f'encryption must be an Encryption(keys=...); got {type(encryption).__name__}.')
         self.url = database_url(url)
         self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
+        self._conversation_processor = processor
+        """Only one given: pydantic-ai's door then gets windows and summaries, and whole histories without."""
         self._database = Database(self.url, migrate_empty=migrate, read_only=read_only, encryption=encryption)
         self._runs = Runs(self._database)
 
@@ -119,7 +121,7 @@ class SessionStore:
         they part, as pydantic-ai's own stores do, and the replaced turns stay stored as a branch; `fork()` makes
         a new session with copies. New messages are counted with this store's processor's `token_counter`.
         """
-        return SQLConversationStore(self._runs, self.processor.token_counter)
+        return SQLConversationStore(self._runs, self.processor.token_counter, self._conversation_processor)
 
     async def session(
         self,

@@ -10,6 +10,7 @@ gives the session a new revision, and a window whose revision is not the stored 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -41,7 +42,7 @@ from ..errors import SessionConflict, SessionNotFound
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 from .archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
 from .records import Entry, LoadedWindow, RunRecord
-from .tree import Span, segments_of, segments_query, spans_of
+from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id
 from .window_cache import WindowCache
 from .windows import StoredRun, StoredWindow, WindowProcessor, head_read
 
@@ -88,6 +89,11 @@ _HEAD = (
 )
 """Reads a `_Head`."""
 
+_HEAD_AND_TIP = _HEAD.add_columns(tip_entry_id().label('tip'))
+"""A `_Head`, then the entry id of the active path's newest message (`None` while the path is empty)."""
+
+_RELOAD = 'Load the conversation again and retry.'
+
 
 _Rows = Sequence[Sequence[Any]]
 
@@ -125,6 +131,8 @@ class Runs:
             current.set_attribute('session_store.window.messages', len(loaded.messages))
             current.set_attribute('session_store.window.tokens', sum(t for t in loaded.tokens if t is not None))
             current.set_attribute('session_store.archive.messages', loaded.message_count)
+            # OpenTelemetry's GenAI conventions: the request is sent compacted history (a summary, or a cut).
+            current.set_attribute('gen_ai.conversation.compacted', loaded.window_start > loaded.head_end)
         return loaded
 
     async def store(
@@ -143,6 +151,46 @@ class Runs:
         cached = self.windows.get(session_id, loaded.session_pk, loaded.revision)
         self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored))
         return stored
+
+    async def append(
+        self,
+        session_id: str,
+        after: str | None,
+        record: RunRecord,
+        *,
+        expected_revision: str,
+        revision: str,
+    ) -> StoredRun | None:
+        """Append `record`'s messages after the session's newest message, whose entry id must be `after`, as a
+        run's store does (its window's bounds left where they are); `None`, with nothing written, when `after` is
+        not the newest (the caller branches there instead).
+
+        Raises:
+            SessionConflict: The session is gone, or not at `expected_revision`; nothing was written.
+        """
+        found = await self.database.statements(lambda db: db.execute(_HEAD_AND_TIP, {'session_id': session_id}).first())
+        if found is None or found.revision != expected_revision:
+            raise SessionConflict(session_id, 'was saved or deleted since it was loaded', advice=_RELOAD)
+        row = _Head._make(found[:-1])
+        if found.tip != after:
+            return None
+        assert row.active_segment_pk is not None
+        loaded = LoadedWindow(
+            session_pk=row.pk,
+            segment_pk=row.active_segment_pk,
+            revision=row.revision,
+            message_count=row.message_count,
+            head_end=row.head_end,
+            window_start=row.window_start,
+            summary_pk=None,
+            messages=[],
+            positions=[],
+            tokens=[],
+            entry_ids=[],
+            usage=record.usage,
+        )
+        bounded = replace(record, head_end=row.head_end, window_start=row.window_start, summaries=())
+        return await self.store(session_id, loaded, bounded, revision=revision)
 
     def forget(self, session_ids: Iterable[str]) -> None:
         """Drop what is kept of these sessions (deleted ones: nothing of them stays in memory either)."""

@@ -33,6 +33,7 @@ __all__ = (
     'span_at',
     'spans_of',
     'summary_chain_on',
+    'tip_entry_id',
     'truncated',
     'usable_summaries',
 )
@@ -93,6 +94,25 @@ async def entry_at(db: AsyncSession, segment_pk: int, position: int) -> str | No
     )
     found = await db.scalar(select(func.coalesce(own.scalar_subquery(), inherited.scalar_subquery())))
     return None if found is None else str(found)
+
+
+def tip_entry_id() -> ColumnElement[str | None]:
+    """The `entry_id` of a session's newest message on its active path, as a correlated scalar subquery.
+
+    That message is in the active segment, or, right after a rewind (the segment still empty), in the
+    segment it forked from. NULL when the path is empty.
+    """
+    last = SessionRow.message_count - 1
+    own = aliased(SegmentRow, name='own')
+    in_active = select(MessageRow.entry_id).where(
+        MessageRow.segment_pk == SessionRow.active_segment_pk, MessageRow.position == last
+    )
+    in_parent = (
+        select(MessageRow.entry_id)
+        .join(own, own.parent_pk == MessageRow.segment_pk)
+        .where(own.pk == SessionRow.active_segment_pk, MessageRow.position == last)
+    )
+    return func.coalesce(in_active.scalar_subquery(), in_parent.scalar_subquery())
 
 
 def spans_of(segments: Segments, segment_pk: int, length: int) -> list[Span]:

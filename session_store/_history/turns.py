@@ -25,12 +25,12 @@ from processors import (
     count_tokens,
 )
 
-from ..errors import StoreError
+from ..errors import SessionConflict, SessionNotFound, StoreError
 from .records import LoadedWindow, NewSummary, RunRecord
 from .runs import Runs
 from .windows import StoredRun, WindowEngine, WindowProcessor, window_engine
 
-__all__ = ('Turn',)
+__all__ = ('Turn', 'compact_if_due')
 
 _T = TypeVar('_T')
 
@@ -80,6 +80,20 @@ class Turn:
         """Where the turn's window is decided and remembered: the capability, or a context manager's `processor`."""
         return window_engine(self.capability)
 
+    def bounds(self, all_messages: Sequence[ModelMessage]) -> tuple[int, int]:
+        """Where the window of `all_messages` (the turn's history, grown) stands in the archive: `(head_end,
+        window_start)`, as the processor left it."""
+        state = self.engine.compaction_state(all_messages)
+        if state is None:
+            return self.loaded.head_end, self.loaded.window_start
+        head_end = self._position(state.head_end - 1) + 1 if state.head_end else 0
+        return head_end, self._position(state.tail_start)
+
+    def _position(self, index: int) -> int:
+        """The archive position of the turn's message at `index` (a window's, or a new one's after it)."""
+        loaded, known = self.loaded, len(self.loaded.messages)
+        return loaded.positions[index] if index < known else loaded.message_count + index - known
+
     async def store(
         self,
         all_messages: Sequence[ModelMessage],
@@ -106,14 +120,8 @@ class Turn:
                 'was stored.'
             )
 
-        def position(index: int) -> int:
-            return loaded.positions[index] if index < known else loaded.message_count + index - known
-
-        head_end, window_start = loaded.head_end, loaded.window_start
-        state = self.engine.compaction_state(all_messages)
-        if state is not None:
-            window_start = position(state.tail_start)
-            head_end = position(state.head_end - 1) + 1 if state.head_end else 0
+        position = self._position
+        head_end, window_start = self.bounds(all_messages)
         index_of = {id(message): index for index, message in enumerate(all_messages)}
         summaries = []
         for summary in self.summaries:
@@ -144,6 +152,29 @@ class Turn:
             entry_ids=entry_ids,
         )
         return await self.runs.store(self.session_id, loaded, record, revision=revision)
+
+
+async def compact_if_due(runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor) -> bool:
+    """Compact the session's stored window now if `processor`'s trigger holds on it, as a run's first request
+    would; whether it did.
+
+    The summary (made from the stored one and only the messages newly evicted) and the window's new bounds are
+    stored in their own transaction. A run through pydantic-ai's own door runs without the store, so its load
+    does this first. A summarizer that fails leaves the sliding window's cut, as in a run, and no summary.
+    """
+    try:
+        turn = await Turn.start(runs, session_id, scope, processor)
+    except SessionNotFound:
+        return False
+    loaded = turn.loaded
+    await turn.engine.window(loaded.messages)
+    if not turn.summaries and turn.bounds(loaded.messages) == (loaded.head_end, loaded.window_start):
+        return False
+    try:
+        await turn.store(loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
+    except SessionConflict:
+        return False  # another writer moved the session meanwhile: the load reads what it stored
+    return True
 
 
 def _collecting(
