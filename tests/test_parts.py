@@ -1,14 +1,15 @@
-"""Every kind of message part as the command line lists it and as the web page shows it.
+"""The table of part kinds, and every kind as the command line lists it and as the web page shows it.
 
-One conversation holds a part of each kind pydantic-ai stores (and the deprecated `RetryPromptPart`, which
-code can still build in memory); both renderers are pinned line by line, so a change to how a kind reads
-on either is a change to this file.
+Every part class pydantic-ai can put in a request or a response has a row in the table. One conversation
+holds a part of each row (and so of each role): both renderers are pinned on it line by line, so a row or a
+role one of them doesn't lay out fails here, and so does any change to how a kind reads on either.
 """
 
 from __future__ import annotations
 
-from dataclasses import astuple
+from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
+from typing import Any, get_args
 
 import pytest
 from pydantic_ai.messages import (
@@ -23,7 +24,9 @@ from pydantic_ai.messages import (
     InstructionId,
     ModelMessage,
     ModelRequest,
+    ModelRequestPart,
     ModelResponse,
+    ModelResponsePart,
     ModelSettingsDeltaPart,
     NativeToolCallPart,
     NativeToolReturnPart,
@@ -40,6 +43,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from session_store._parts import PART_KINDS, Role, Side, kind_of
 from session_store.cli._render import render_messages, role
 from session_store.web._present import message_views
 
@@ -103,7 +107,7 @@ def test_the_command_line_lists_every_part_kind() -> None:
         ('[0] system: Be brief.', 'magenta'),
         ('[0] user: Is this the order? [1 media item]', 'bold cyan'),
         ('[0] summary: Earlier: the user asked about ORDER-1042.', 'bold yellow'),
-        ('[0] summary: (opaque)', 'bold yellow'),
+        ('[0] summary: (opaque to this store)', 'bold yellow'),
         ('[0] speech: Where is it?', 'cyan'),
         ('[1] assistant (thinking): The user wants the order.', 'dim blue'),
         ('[1] assistant: Let me look.', 'bold blue'),
@@ -168,7 +172,7 @@ def test_the_page_shows_every_part_kind() -> None:
                 'tool-return',
                 'native web_search',
                 '{\n  "results": [\n    "a",\n    "b"\n  ]\n}',
-                '{ "results": [ "a", "b" ] }',
+                '{"results": ["a", "b"]}',
                 True,
                 'n1',
             ),
@@ -190,3 +194,56 @@ def test_the_page_shows_every_part_kind() -> None:
             ('other', 'instruction-baseline', '', '', False, None),
         ],
     ]
+
+
+def part_classes(union: Any) -> set[type]:
+    """The classes in one of pydantic-ai's discriminated unions of parts, each member unwrapped of `Annotated`."""
+    members = get_args(union)
+    if not members:
+        return {union}
+    return set().union(*(part_classes(member) for member in members if not _metadata(member)))
+
+
+def _metadata(member: Any) -> bool:
+    """An `Annotated` argument that is not a type: a pydantic `Tag`, `Discriminator` or validator."""
+    return not isinstance(member, type) and not get_args(member)
+
+
+@pytest.mark.parametrize(
+    ('side', 'union', 'known'),
+    [('request', ModelRequestPart, {UserPromptPart, ToolReturnPart}), ('response', ModelResponsePart, {TextPart})],
+)
+def test_every_part_class_pydantic_ai_stores_has_a_row(side: Side, union: Any, known: set[type]) -> None:
+    classes = part_classes(union)
+    assert known <= classes  # the union was unwrapped down to its classes
+    missing = sorted(cls.__name__ for cls in classes if kind_of(cls, side) not in PART_KINDS)
+    assert not missing, f'no row in session_store._parts.PART_KINDS for {side} parts: {missing}'
+
+
+def test_the_pinned_conversation_holds_every_row_and_every_role() -> None:
+    rows = {
+        kind_of(type(part), 'request' if isinstance(message, ModelRequest) else 'response')
+        for message in conversation()
+        for part in message.parts
+    }
+    assert [kind.name for kind in PART_KINDS if kind not in rows] == []
+    assert {kind.role for kind in rows} == set(get_args(Role))
+
+
+@dataclass
+class FuturePart:
+    """A part of a kind from a pydantic-ai newer than the table."""
+
+    content: str
+    part_kind: str = 'future-kind'
+
+
+def test_a_part_of_a_kind_the_table_lacks_shows_what_it_carries() -> None:
+    message = ModelRequest(parts=[FuturePart('from the future')])  # type: ignore[list-item]
+    (line,) = render_messages([message], [7])
+    assert (line.plain, line.spans[1].style) == ('[7] future-kind: from the future', 'dim')
+    (view,) = message_views([message], [7])
+    assert [astuple(part) for part in view.parts] == [
+        ('other', 'future-kind', 'from the future', 'from the future', False, None)
+    ]
+    assert view.role == 'request'
