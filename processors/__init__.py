@@ -4,8 +4,8 @@ windows and incremental summaries. Pure: no I/O of their own.
 `summarization-pydantic-ai`'s names (`SlidingWindowCapability`, the `create_*` factories, ...) live in
 `compat` and are served here too, so code written for that package switches by changing an import."""
 
+from ._processor_base import CompactionState
 from ._text import format_messages, message_text, part_text
-from ._windowed import CompactionState
 from .capabilities import LimitWarnerCapability, SlidingWindow, Summarization, as_capability
 from .compat import (
     DEFAULT_CONTINUATION_PROMPT,

@@ -15,7 +15,7 @@ from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
 
-from ._windowed import WindowedProcessor
+from ._processor_base import WindowedProcessor
 from .context_manager import ContextManagerCapability
 from .limit_warner import LimitWarnerProcessor
 from .sliding_window import SlidingWindowProcessor

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.messages import ModelMessage
 
-from ._window import Compaction, Lineage, Windowing
-from ._windowed import WindowedProcessor, build_windowing
+from ._processor_base import WindowedProcessor, build_windowing
+from ._window_engine import Compaction, Lineage, Windowing
 from .specs import ContextSize
 from .tokens import TokenCounter, count_tokens_approximately
 

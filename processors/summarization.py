@@ -19,9 +19,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, T
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
+from ._processor_base import WindowedProcessor, build_windowing
 from ._text import format_messages
-from ._window import Compact, Compaction, Decision, Lineage, Outcome, Windowing
-from ._windowed import WindowedProcessor, build_windowing
+from ._window_engine import Compact, Compaction, Decision, Lineage, Outcome, Windowing
 from .compression import CompressionPlan, SkipReason, SummarizationResult
 from .specs import ContextSize
 from .summary import SummarizationFailure, Summary, summary_request
