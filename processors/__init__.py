@@ -1,41 +1,35 @@
 """History processors for long pydantic-ai conversations: pair-safe cuts, real token counts, sliding
-windows and incremental summaries. Pure: no I/O of their own."""
+windows and incremental summaries. Pure: no I/O of their own.
 
-from ._text import format_messages, format_messages_for_summary, message_text, part_text
-from ._windowed import CompactionState
-from .capabilities import (
-    LimitWarnerCapability,
-    SlidingWindow,
+`summarization-pydantic-ai`'s names (`SlidingWindowCapability`, the `create_*` factories, ...) live in
+`compat` and are served here too, so code written for that package switches by changing an import."""
+
+from ._processor_base import CompactionState
+from ._text import format_messages, message_text, part_text
+from .capabilities import LimitWarnerCapability, SlidingWindow, Summarization, as_capability
+from .compat import (
+    DEFAULT_CONTINUATION_PROMPT,
     SlidingWindowCapability,
-    Summarization,
     SummarizationCapability,
-    as_capability,
+    async_count_tokens,
+    create_limit_warner_processor,
+    create_sliding_window_processor,
+    create_summarization_processor,
+    format_messages_for_summary,
 )
 from .compression import CompressionPlan, SkipReason, SummarizationResult
 from .context_manager import CONTEXT_MANAGER_ID, DEFAULT_MAX_TOKENS, ContextManagerCapability
 from .cut_points import is_turn_start, safe_cut_points, tool_call_ids
-from .limit_warner import (
-    LIMIT_WARNING_MARKER,
-    LimitWarnerProcessor,
-    LimitWarning,
-    WarningOn,
-    create_limit_warner_processor,
-)
-from .sliding_window import SlidingWindowProcessor, create_sliding_window_processor
+from .limit_warner import LIMIT_WARNING_MARKER, LimitWarnerProcessor, LimitWarning, WarningOn
+from .sliding_window import SlidingWindowProcessor
 from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
-from .summarization import (
-    DEFAULT_CONTINUATION_PROMPT,
-    DEFAULT_SUMMARY_PROMPT,
-    SummarizationProcessor,
-    create_summarization_processor,
-)
+from .summarization import DEFAULT_SUMMARY_PROMPT, SummarizationProcessor
 from .summary import SummarizationFailure, Summary, find_summary, summary_request, summary_text
 from .tokens import (
     MEDIA_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
     TiktokenCounter,
     TokenCounter,
-    async_count_tokens,
     count_tokens,
     count_tokens_approximately,
 )

@@ -86,7 +86,8 @@ def message_text(message: ModelMessage) -> str:
     return '\n'.join(text for text, _ in message_texts(message) if text)
 
 
-def _speaker(part: Any, message: ModelMessage) -> str:
+def speaker(part: Any, message: ModelMessage) -> str:
+    """Who says `part` in a transcript: `User`, `Assistant`, `Tool call <id>`, `Earlier summary`, ..."""
     if isinstance(part, SystemPromptPart):
         return 'System'
     if isinstance(part, UserPromptPart):
@@ -122,63 +123,5 @@ def format_messages(messages: Sequence[ModelMessage], *, max_part_chars: int = 4
             if media:
                 text = f'{text} [{media} media item{"s" if media > 1 else ""}]'.strip()
             if text:
-                lines.append(f'{_speaker(part, message)}: {text}')
-    return '\n'.join(lines)
-
-
-_CLIP = 500
-
-
-def _seed_text(value: Any) -> str:
-    """`value` read as `summarization-pydantic-ai` reads message content: the text items of a list joined
-    by spaces (a `{'text': ...}` dict counts as text), media noted rather than read."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        texts: list[str] = []
-        media = 0
-        for item in value:
-            if isinstance(item, dict) and 'text' in item:
-                texts.append(str(item['text']))
-            elif not isinstance(item, dict):
-                text, item_media = render(item)
-                media += item_media
-                if text:
-                    texts.append(text)
-        if media:
-            texts.append(f'[{media} media item{"s" if media > 1 else ""}]')
-        return ' '.join(texts)
-    text, media = render(value)
-    return f'{text} [{media} media item{"s" if media > 1 else ""}]'.strip() if media else text
-
-
-def _seed_line(part: Any, message: ModelMessage) -> str | None:
-    if isinstance(part, BaseToolCallPart):
-        return f'Tool Call [{part.tool_name}]: {render(part.args)[0]}'
-    if isinstance(part, BaseToolReturnPart):
-        content = _seed_text(part.content)
-        outcome = '' if part.outcome == 'success' else f' ({part.outcome})'
-        return f'Tool [{part.tool_name}]{outcome}: {content[:_CLIP]}{"..." if len(content) > _CLIP else ""}'
-    speaker = _speaker(part, message)
-    text = (
-        _seed_text(getattr(part, 'content', None))
-        if not isinstance(part, FilePart | SpeechPart)
-        else part_text(part)[0]
-    )
-    return f'{speaker}: {text}' if text else None
-
-
-def format_messages_for_summary(messages: Sequence[ModelMessage]) -> str:
-    """`messages` as `summarization-pydantic-ai` formats them for a summarizer: `User: ...`, `Assistant: ...`,
-    `System: ...`, `Tool Call [name]: args`, `Tool [name]: result` (clipped at 500 characters), one line each.
-
-    For code that builds its own summarizer prompts. Every part kind has a line here (thinking, retries,
-    summaries, media), where that package skipped those it did not know.
-    """
-    lines: list[str] = []
-    for message in messages:
-        for part in message.parts:
-            line = _seed_line(part, message)
-            if line is not None:
-                lines.append(line)
+                lines.append(f'{speaker(part, message)}: {text}')
     return '\n'.join(lines)

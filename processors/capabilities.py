@@ -8,27 +8,23 @@ stays complete while the model sees the window. Fractions resolve against the se
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
-from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
 
-from ._windowed import WindowedProcessor
+from ._processor_base import WindowedProcessor
 from .context_manager import ContextManagerCapability
 from .limit_warner import LimitWarnerProcessor
 from .sliding_window import SlidingWindowProcessor
-from .specs import ContextSize
 from .summarization import SummarizationProcessor
 
 __all__ = (
     'LimitWarnerCapability',
     'SlidingWindow',
-    'SlidingWindowCapability',
     'Summarization',
-    'SummarizationCapability',
     'as_capability',
 )
 
@@ -62,29 +58,6 @@ class Summarization(SummarizationProcessor, _WindowsRequests):
     """`SummarizationProcessor` as a capability: `Agent(model, capabilities=[Summarization(model=...)])`."""
 
     context_window_from_model: bool = True
-
-
-@dataclass
-class SlidingWindowCapability(SlidingWindow):
-    """`SlidingWindow` under `summarization-pydantic-ai`'s name, for code that imports it (same defaults)."""
-
-    @classmethod
-    def get_serialization_name(cls) -> str | None:
-        return 'SlidingWindowCapability'
-
-
-@dataclass
-class SummarizationCapability(Summarization):
-    """`Summarization` under `summarization-pydantic-ai`'s name and defaults: summarize at 50 messages, keep 10,
-    with `openai:gpt-4.1-mini`. Pass arguments by keyword (the summarizer `model` comes first here)."""
-
-    model: Model | str = 'openai:gpt-4.1-mini'
-    trigger: ContextSize | Sequence[ContextSize] | None = ('messages', 50)
-    keep: ContextSize = ('messages', 10)
-
-    @classmethod
-    def get_serialization_name(cls) -> str | None:
-        return 'SummarizationCapability'
 
 
 @dataclass

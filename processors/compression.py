@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias
 
 from pydantic_ai.messages import ModelMessage, SystemPromptPart
 
-from ._window import Decision
+from ._window_engine import Decision
 
 __all__ = ('CompressionPlan', 'SkipReason', 'SummarizationResult')
 

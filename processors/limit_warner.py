@@ -24,7 +24,6 @@ __all__ = (
     'LimitWarnerProcessor',
     'LimitWarning',
     'WarningOn',
-    'create_limit_warner_processor',
 )
 
 WarningOn: TypeAlias = Literal['iterations', 'context_window', 'total_tokens']
@@ -212,24 +211,3 @@ class LimitWarnerProcessor:
         if not warnings or not cleaned:
             return cleaned
         return [*cleaned, ModelRequest(parts=[UserPromptPart(warning_text(warnings))])]
-
-
-def create_limit_warner_processor(
-    max_iterations: int | None = None,
-    max_context_tokens: int | None = None,
-    max_total_tokens: int | None = None,
-    warn_on: list[WarningOn] | None = None,
-    warning_threshold: float = 0.7,
-    critical_remaining_iterations: int = 3,
-    token_counter: TokenCounter | None = None,
-) -> LimitWarnerProcessor:
-    """A `LimitWarnerProcessor`, with `summarization-pydantic-ai`'s factory signature."""
-    return LimitWarnerProcessor(
-        max_iterations=max_iterations,
-        max_context_tokens=max_context_tokens,
-        max_total_tokens=max_total_tokens,
-        warn_on=warn_on,
-        warning_threshold=warning_threshold,
-        critical_remaining_iterations=critical_remaining_iterations,
-        token_counter=token_counter or count_tokens_approximately,
-    )

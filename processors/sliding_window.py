@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.messages import ModelMessage
 
-from ._window import Compaction, Lineage, Windowing
-from ._windowed import WindowedProcessor, build_windowing
+from ._processor_base import WindowedProcessor, build_windowing
+from ._window_engine import Compaction, Lineage, Windowing
 from .specs import ContextSize
 from .tokens import TokenCounter, count_tokens_approximately
 
-__all__ = ('SlidingWindowProcessor', 'create_sliding_window_processor')
+__all__ = ('SlidingWindowProcessor',)
 
 DEFAULT_TRIGGER: ContextSize = ('messages', 100)
 DEFAULT_KEEP: ContextSize = ('messages', 50)
@@ -60,20 +60,3 @@ class SlidingWindowProcessor(WindowedProcessor):
 
     async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
         return Compaction()  # the evicted messages are simply dropped
-
-
-def create_sliding_window_processor(
-    trigger: ContextSize | Sequence[ContextSize] | None = DEFAULT_TRIGGER,
-    keep: ContextSize = DEFAULT_KEEP,
-    keep_head: ContextSize | None = None,
-    max_input_tokens: int | None = None,
-    token_counter: TokenCounter | None = None,
-) -> SlidingWindowProcessor:
-    """A `SlidingWindowProcessor`, with `summarization-pydantic-ai`'s factory signature and defaults."""
-    return SlidingWindowProcessor(
-        trigger=trigger,
-        keep=keep,
-        keep_head=keep_head,
-        max_input_tokens=max_input_tokens,
-        token_counter=token_counter or count_tokens_approximately,
-    )

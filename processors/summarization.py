@@ -19,20 +19,15 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, T
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
+from ._processor_base import WindowedProcessor, build_windowing
 from ._text import format_messages
-from ._window import Compact, Compaction, Decision, Lineage, Outcome, Windowing
-from ._windowed import WindowedProcessor, build_windowing
+from ._window_engine import Compact, Compaction, Decision, Lineage, Outcome, Windowing
 from .compression import CompressionPlan, SkipReason, SummarizationResult
 from .specs import ContextSize
 from .summary import SummarizationFailure, Summary, summary_request
 from .tokens import TokenCounter, count_tokens, count_tokens_approximately
 
-__all__ = (
-    'DEFAULT_CONTINUATION_PROMPT',
-    'DEFAULT_SUMMARY_PROMPT',
-    'SummarizationProcessor',
-    'create_summarization_processor',
-)
+__all__ = ('DEFAULT_SUMMARY_PROMPT', 'SummarizationProcessor')
 
 logger = logging.getLogger(__name__)
 _tracer = trace.get_tracer('processors')
@@ -54,11 +49,6 @@ DEFAULT_SUMMARY_PROMPT = (
     '{messages}'
 )
 """The default prompt; `{messages}` receives the previous summary and the newly evicted messages."""
-
-DEFAULT_CONTINUATION_PROMPT = 'Summary of previous conversation:\n\n'
-"""The text `summarization-pydantic-ai` puts before its summary in the message that carries it, kept for
-code that imports it. Our summaries travel as a `CompactionPart`, which pydantic-ai itself introduces to the
-model as a summary of the earlier conversation, so no prefix is added to them."""
 
 FOCUS_BLOCK = (
     '\n\n<focus>\nThe user asked this summary to put first everything about: {focus}\n'
@@ -335,23 +325,4 @@ def _result(outcome: Outcome) -> SummarizationResult:
         cutoff_index=outcome.cut,
         summary=decision.lineage.summary,
         tokens=outcome.tokens,
-    )
-
-
-def create_summarization_processor(
-    model: Model | str = 'openai:gpt-4.1',
-    trigger: ContextSize | Sequence[ContextSize] | None = DEFAULT_TRIGGER,
-    keep: ContextSize = DEFAULT_KEEP,
-    max_input_tokens: int | None = None,
-    token_counter: TokenCounter | None = None,
-    summary_prompt: str | None = None,
-) -> SummarizationProcessor:
-    """A `SummarizationProcessor`, with `summarization-pydantic-ai`'s factory signature and defaults."""
-    return SummarizationProcessor(
-        model=model,
-        trigger=trigger,
-        keep=keep,
-        max_input_tokens=max_input_tokens,
-        token_counter=token_counter or count_tokens_approximately,
-        summary_prompt=summary_prompt or DEFAULT_SUMMARY_PROMPT,
     )

@@ -25,7 +25,6 @@ __all__ = (
     'MESSAGE_OVERHEAD_TOKENS',
     'TiktokenCounter',
     'TokenCounter',
-    'async_count_tokens',
     'count_tokens',
     'count_tokens_approximately',
 )
@@ -50,10 +49,6 @@ async def count_tokens(counter: TokenCounter, messages: Sequence[ModelMessage]) 
     if inspect.isawaitable(result):
         result = await result
     return int(result)
-
-
-async_count_tokens = count_tokens
-"""`count_tokens` under `summarization-pydantic-ai`'s name."""
 
 
 def count_tokens_approximately(messages: Sequence[ModelMessage]) -> int:

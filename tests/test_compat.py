@@ -28,6 +28,7 @@ from processors import (
     Summarization,
     SummarizationCapability,
     async_count_tokens,
+    compat,
     count_tokens_approximately,
     format_messages_for_summary,
     summary_text,
@@ -67,6 +68,12 @@ SEED_NAMES = (
 def test_every_public_name_of_the_seed_package_is_exported(name: str) -> None:
     assert name in processors.__all__
     assert getattr(processors, name) is not None
+
+
+def test_the_names_only_the_seed_package_needs_live_in_compat_and_are_served_from_processors() -> None:
+    assert set(compat.__all__) <= set(SEED_NAMES)
+    for name in compat.__all__:
+        assert name in processors.__all__ and getattr(processors, name) is getattr(compat, name)
 
 
 def test_messages_format_for_a_summary_as_the_seed_package_formats_them() -> None:

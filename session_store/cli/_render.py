@@ -6,34 +6,17 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 import click
-from pydantic_ai.messages import (
-    BaseToolCallPart,
-    BaseToolReturnPart,
-    CompactionPart,
-    FilePart,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    NativeToolCallPart,
-    NativeToolReturnPart,
-    RetryFeedbackPart,
-    RetryPromptPart,
-    SpeechPart,
-    SystemPromptPart,
-    TextPart,
-    ThinkingPart,
-    UserPromptPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.usage import RunUsage
 from rich.text import Text
 
-from processors import part_text
-
 from .._codec import dump_messages, dump_usage
-from .._display import call_text, one_line
+from .._display import call_text, media_note, one_line
+from .._parts import PartKind, Reading, read_part
+from .._parts import message_role as role  # under the name the commands import
 from ..results import StoredSummary
 from ._runtime import Settings, out
 
@@ -61,48 +44,37 @@ def clip(text: str, full: bool) -> str:
     return flat if len(flat) <= CLIP else f'{flat[:CLIP]}… (+{len(flat) - CLIP} chars)'
 
 
-def _user_content(part: UserPromptPart) -> str:
-    text, media = part_text(part)
-    return f'{text} [{media} media item{"s" if media != 1 else ""}]'.strip() if media else text
-
-
-def _part_line(part: Any, message: ModelMessage, full: bool) -> tuple[str, str, str]:
-    """A part as (speaker, style, text)."""
-    if isinstance(message, ModelRequest):
-        if isinstance(part, SystemPromptPart):
-            return 'system', 'magenta', clip(part.content, full)
-        if isinstance(part, UserPromptPart):
-            return 'user', 'bold cyan', clip(_user_content(part), full)
-        if isinstance(part, CompactionPart):
-            return 'summary', 'bold yellow', clip(part.content or '(opaque)', full)
-        if isinstance(part, BaseToolReturnPart):
-            outcome = '' if part.outcome == 'success' else f'({part.outcome}) '
-            return f'tool {part.tool_name} ⇒', 'green', clip(outcome + one_line(part.content), full)
-        if isinstance(part, RetryPromptPart):
-            target = f' {part.tool_name}' if part.tool_name else ''
-            return f'retry{target}', 'red', clip(one_line(part.content), full)
-        if isinstance(part, RetryFeedbackPart):
-            return 'retry', 'red', clip(one_line(part.content), full)
-    else:
-        if isinstance(part, TextPart):
-            return 'assistant', 'bold blue', clip(part.content, full)
-        if isinstance(part, ThinkingPart):
-            return 'assistant (thinking)', 'dim blue', clip(part.content, full)
-        if isinstance(part, NativeToolCallPart):
-            return 'assistant → native', 'blue', clip(call_text(part), full)
-        if isinstance(part, BaseToolCallPart):
-            return 'assistant →', 'blue', clip(call_text(part), full)
-        if isinstance(part, NativeToolReturnPart):
-            return f'native {part.tool_name} ⇒', 'green', clip(one_line(part.content), full)
-        if isinstance(part, FilePart):
-            return 'assistant file', 'blue', getattr(part.content, 'media_type', 'file')
-        if isinstance(part, CompactionPart):
-            who = f' by {part.provider_name}' if part.provider_name else ''
-            return f'compaction{who}', 'yellow', clip(part.content or '(opaque to this store)', full)
-    if isinstance(part, SpeechPart):
-        return 'speech', 'cyan', clip(part.transcript or '(audio)', full)
-    text, _ = part_text(part)  # parts this renderer has no reading for still show what they carry
-    return getattr(part, 'part_kind', type(part).__name__), 'dim', clip(text, full)
+def _line(kind: PartKind, said: Reading) -> tuple[str, str, str]:
+    """A part as (speaker, style, text), by its role."""
+    role = kind.role
+    match role:
+        case 'system':
+            return 'system', 'magenta', said.text
+        case 'user':
+            return 'user', 'bold cyan', f'{said.text} {media_note(said.media)}'.strip() if said.media else said.text
+        case 'summary':
+            return 'summary', 'bold yellow', said.text
+        case 'compaction':
+            return f'compaction{f" by {said.provider}" if said.provider else ""}', 'yellow', said.text
+        case 'tool-return':
+            outcome = '' if said.outcome == 'success' else f'({said.outcome}) '
+            speaker = f'{"native" if kind.native else "tool"} {said.tool_name} ⇒'
+            return speaker, 'green', outcome + one_line(said.value)
+        case 'retry':
+            return f'retry{f" {said.tool_name}" if said.tool_name else ""}', 'red', one_line(said.value)
+        case 'assistant':
+            return 'assistant', 'bold blue', said.text
+        case 'thinking':
+            return 'assistant (thinking)', 'dim blue', said.text
+        case 'tool-call':
+            return f'assistant →{" native" if kind.native else ""}', 'blue', call_text(said.tool_name, said.value)
+        case 'file':
+            return 'assistant file', 'blue', said.text
+        case 'speech':
+            return 'speech', 'cyan', said.text
+        case 'other':
+            return kind.name, 'dim', said.text
+    assert_never(role)
 
 
 def render_messages(
@@ -116,21 +88,9 @@ def render_messages(
             instructions = message.instructions
             yield Text.assemble((label, 'dim'), ('instructions', 'magenta'), ': ', clip(instructions, full))
         for part in message.parts:
-            speaker, style, text = _part_line(part, message, full)
+            speaker, style, text = _line(*read_part(part, message))
             separator = ' ' if speaker.endswith(('→', '⇒')) else ': '
-            yield Text.assemble((label, 'dim'), (speaker, style), separator, text)
-
-
-def role(message: ModelMessage) -> str:
-    """Who a message is from: `user`, `assistant`, `tool` (returns), or `request` (anything else sent)."""
-    if isinstance(message, ModelResponse):
-        return 'assistant'
-    kinds = {type(part) for part in message.parts}
-    if UserPromptPart in kinds:
-        return 'user'
-    if any(issubclass(kind, BaseToolReturnPart) for kind in kinds):
-        return 'tool'
-    return 'request'
+            yield Text.assemble((label, 'dim'), (speaker, style), separator, clip(text, full))
 
 
 def messages_json(messages: Sequence[ModelMessage]) -> list[Any]:

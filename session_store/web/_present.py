@@ -1,7 +1,7 @@
 """Stored messages as what a page shows: one view per message part, with its whole text and a one-line preview.
 
-Pure functions over pydantic-ai messages, no I/O and no HTML: the templates escape every string they
-are given, so nothing here ever needs to.
+Pure functions over pydantic-ai messages, no I/O and no HTML: each part is read through `_parts`' table
+and laid out by its role. The templates escape every string they are given, so nothing here ever needs to.
 """
 
 from __future__ import annotations
@@ -9,33 +9,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
-from pydantic_ai.messages import (
-    BaseToolCallPart,
-    BaseToolReturnPart,
-    CompactionPart,
-    FilePart,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    NativeToolCallPart,
-    NativeToolReturnPart,
-    RetryFeedbackPart,
-    RetryPromptPart,
-    SpeechPart,
-    SystemPromptPart,
-    TextPart,
-    ThinkingPart,
-    UserPromptPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.ui._utils import get_ui_message_id
 
-from processors import part_text
+from .._display import call_text, media_note, one_line
+from .._parts import message_role, read_part
 
-from .._display import call_text, one_line
-
-__all__ = ('PREVIEW', 'MessageView', 'PartView', 'message_role', 'message_view', 'message_views', 'preview', 'snippet')
+__all__ = ('PREVIEW', 'MessageView', 'PartView', 'message_view', 'message_views', 'preview', 'snippet')
 
 PREVIEW = 160
 """How many characters of a part its one-line preview shows."""
@@ -116,69 +98,43 @@ def _view(kind: str, label: str, text: str, *, call_id: str | None = None, line:
     )
 
 
-def _request_part(part: Any) -> PartView | None:
-    if isinstance(part, SystemPromptPart):
-        return _view('system', 'system prompt', part.content)
-    if isinstance(part, UserPromptPart):
-        text, media = part_text(part)
-        if media:
-            text = f'{text}\n[{media} media item{"s" if media != 1 else ""}]'.strip()
-        return _view('user', 'user', text)
-    if isinstance(part, CompactionPart):
-        return _view('summary', 'summary', part.content or '(opaque to this store)')
-    if isinstance(part, RetryPromptPart):
-        target = f' {part.tool_name}' if part.tool_name else ''
-        return _view('retry', f'retry{target}', _json(part.content), call_id=part.tool_call_id)
-    if isinstance(part, RetryFeedbackPart):
-        return _view('retry', 'retry', _json(part.content))
-    if isinstance(part, BaseToolReturnPart):
-        content = _json(part.content)
-        if part.outcome == 'retried':
-            return _view('retry', f'retry {part.tool_name}', content, call_id=part.tool_call_id)
-        outcome = '' if part.outcome == 'success' else f' ({part.outcome})'
-        line = one_line(part.content)
-        return _view('tool-return', f'{part.tool_name}{outcome}', content, call_id=part.tool_call_id, line=line)
-    return None
-
-
-def _response_part(part: Any) -> PartView | None:
-    if isinstance(part, TextPart):
-        return _view('assistant', 'assistant', part.content)
-    if isinstance(part, ThinkingPart):
-        return _view('thinking', 'thinking', part.content)
-    if isinstance(part, BaseToolCallPart):
-        label = f'{"native " if isinstance(part, NativeToolCallPart) else ""}{part.tool_name}'
-        return _view('tool-call', label, _json(part.args), call_id=part.tool_call_id, line=call_text(part))
-    if isinstance(part, NativeToolReturnPart):
-        return _view('tool-return', f'native {part.tool_name}', _json(part.content), call_id=part.tool_call_id)
-    if isinstance(part, FilePart):
-        return _view('file', 'file', getattr(part.content, 'media_type', None) or 'file')
-    if isinstance(part, CompactionPart):
-        who = f' by {part.provider_name}' if part.provider_name else ''
-        return _view('summary', f'compaction{who}', part.content or '(opaque to this store)')
-    return None
-
-
-def _part(part: Any, message: ModelMessage) -> PartView:
-    found = _request_part(part) if isinstance(message, ModelRequest) else _response_part(part)
-    if found is not None:
-        return found
-    if isinstance(part, SpeechPart):
-        return _view('other', 'speech', part.transcript or '(audio)')
-    text, _ = part_text(part)  # parts this page has no reading for still show what they carry
-    return _view('other', str(getattr(part, 'part_kind', type(part).__name__)), text)
-
-
-def message_role(message: ModelMessage) -> str:
-    """Who a message is from: `user`, `assistant`, `tool` (returns), or `request` (anything else sent)."""
-    if isinstance(message, ModelResponse):
-        return 'assistant'
-    kinds = {type(part) for part in message.parts}
-    if UserPromptPart in kinds:
-        return 'user'
-    if any(issubclass(kind, BaseToolReturnPart) for kind in kinds):
-        return 'tool'
-    return 'request'
+def _part(part: object, message: ModelMessage) -> PartView:
+    """A part's view, by its role."""
+    kind, said = read_part(part, message)
+    native = 'native ' if kind.native else ''
+    role = kind.role
+    match role:
+        case 'system':
+            return _view('system', 'system prompt', said.text)
+        case 'user':
+            return _view('user', 'user', f'{said.text}\n{media_note(said.media)}'.strip() if said.media else said.text)
+        case 'summary':
+            return _view('summary', 'summary', said.text)
+        case 'compaction':
+            return _view('summary', f'compaction{f" by {said.provider}" if said.provider else ""}', said.text)
+        case 'tool-return':
+            content = _json(said.value)
+            if said.outcome == 'retried':
+                return _view('retry', f'retry {said.tool_name}', content, call_id=said.call_id)
+            label = f'{native}{said.tool_name}{"" if said.outcome == "success" else f" ({said.outcome})"}'
+            return _view('tool-return', label, content, call_id=said.call_id, line=one_line(said.value))
+        case 'retry':
+            label = f'retry{f" {said.tool_name}" if said.tool_name else ""}'
+            return _view('retry', label, _json(said.value), call_id=said.call_id)
+        case 'assistant':
+            return _view('assistant', 'assistant', said.text)
+        case 'thinking':
+            return _view('thinking', 'thinking', said.text)
+        case 'tool-call':
+            line = call_text(said.tool_name, said.value)
+            return _view('tool-call', f'{native}{said.tool_name}', _json(said.value), call_id=said.call_id, line=line)
+        case 'file':
+            return _view('file', 'file', said.text)
+        case 'speech':
+            return _view('other', 'speech', said.text)
+        case 'other':
+            return _view('other', kind.name, said.text)
+    assert_never(role)
 
 
 def message_view(position: int, message: ModelMessage, instructions: str | None = None) -> MessageView:

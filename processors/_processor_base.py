@@ -1,6 +1,6 @@
 """What both processors are: a configured `Windowing` with the calls code outside the engine makes.
 
-The engine (`_window`) decides and applies cuts; this module is the processor surface over it: the
+The engine (`_window_engine`) decides and applies cuts; this module is the processor surface over it: the
 window for a history, the state a store persists, and the validation of a processor's size rules.
 """
 
@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic_ai.messages import ModelMessage, SystemPromptPart
 
-from ._window import Compaction, Lineage, Windowing
+from ._window_engine import Compaction, Lineage, Windowing
 from .specs import ContextSize, check_resolvable, parse_size, parse_triggers
 from .tokens import TokenCounter
 
