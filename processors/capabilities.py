@@ -19,6 +19,7 @@ from ._processor_base import WindowedProcessor
 from .context_manager import ContextManagerCapability
 from .limit_warner import LimitWarnerProcessor
 from .sliding_window import SlidingWindowProcessor
+from .stored_conversations import check_not_kept
 from .summarization import SummarizationProcessor
 
 __all__ = (
@@ -36,6 +37,8 @@ class _WindowsRequests(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         assert isinstance(self, WindowedProcessor)
+        if isinstance(self, SummarizationProcessor):
+            check_not_kept(ctx.conversation_id, type(self).__name__)
         request_context.messages = await self.window(
             request_context.messages, context_window=request_context.model.context_window
         )

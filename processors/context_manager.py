@@ -25,6 +25,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from ._truncation import ToolOutputLimit
 from .specs import ContextSize
+from .stored_conversations import check_not_kept
 from .summarization import DEFAULT_SUMMARY_PROMPT, FailureCallback, SummarizationProcessor, SummaryCallback
 from .summary import find_summary, summary_text
 from .tokens import TokenCounter, count_tokens_approximately
@@ -225,6 +226,7 @@ class ContextManagerCapability(AbstractCapability[Any]):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
+        check_not_kept(ctx.conversation_id, type(self).__name__)
         budget = self._budget(request_context.model)
         # Asked for by this run's compact_conversation call, or by request_compact() for whichever run is next.
         requested = self._shared.requested

@@ -38,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from processors import TokenCounter, count_tokens
+from processors.stored_conversations import keep_conversation
 
 from ._codec import dump_usage, load_usage, now, utc
 from ._db.sealing import Sealer, Vault
@@ -178,7 +179,9 @@ class SQLConversationStore(ConversationStore):
             if self.processor is not None:
                 compacted = await compact_if_due(self._runs, conversation_id, scope, self.processor)
                 current.set_attribute('session_store.window.compacted_now', compacted)
-            return await super().load(conversation_id, limit=limit, scope=scope)
+            loaded = await super().load(conversation_id, limit=limit, scope=scope)
+        keep_conversation(conversation_id)
+        return loaded
 
     # Reading
 

@@ -23,6 +23,7 @@ from processors import (
     SlidingWindowProcessor,
     SummarizationProcessor,
 )
+from processors.stored_conversations import unkept
 
 from ._history.branches import last_prompt_position, list_branches, rewind, switch
 from ._history.leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
@@ -184,7 +185,8 @@ class Session:
                     f'Session {self.session_id!r} ends with a request still to be answered (a rewind to just before '
                     'an answer): run it with no prompt to answer it, or rewind to a turn boundary to send a new one.'
                 )
-            yield run
+            with unkept(kwargs.get('conversation_id') or self.session_id):
+                yield run
 
     @asynccontextmanager
     async def _hold(self) -> AsyncIterator[None]:

@@ -1,0 +1,277 @@
+"""pydantic-ai's own door into a store with a summarizing processor: `agent.run(conversation=...)` + `save`, and the
+`VercelAIAdapter` and `AGUIAdapter` with `conversation_store=store.conversations`, over 60 tool-using turns.
+
+Each door must get the whole mission: the raw archive complete and linear, windows that stay small, summaries
+stored and extended incrementally (no message summarized twice, each summary built on the last), and a restart
+that resumes from the stored summary without calling the summarizer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.ui.ag_ui import AGUIAdapter
+from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+from pydantic_ai.usage import UsageLimits
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from processors import ContextManagerCapability, Summarization, SummarizationProcessor
+from session_store import SessionStore
+from testkit.scripted import NEW_MESSAGES, PREVIOUS, RecordingSummarizer
+
+StoreFactory = Callable[..., SessionStore]
+TRIGGER, KEEP, TURNS = 20, 6, 60
+UNLIMITED = UsageLimits(request_limit=None)
+"""pydantic-ai counts a stored conversation's usage against `request_limit`: a long chat passes the default 50."""
+_MARK = re.compile(r'\bT\d+\b')
+
+
+@dataclass
+class Assistant:
+    """Each user turn `T<n> ...`: one `lookup` call, then an answer quoting its result; every request kept."""
+
+    requests: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.requests.append(list(messages))
+        last = messages[-1]
+        prompt = next((p.content for p in last.parts if isinstance(p, UserPromptPart)), None)
+        if isinstance(prompt, str):
+            return ModelResponse(parts=[ToolCallPart('lookup', {'q': prompt.split()[0]})])
+        found = next(p.content for p in last.parts if isinstance(p, ToolReturnPart))
+        return ModelResponse(parts=[TextPart(f'answer: {found}')])
+
+    async def stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        """The same answers, streamed, as the UI adapters run them."""
+        (part,) = self(messages, info).parts
+        if isinstance(part, ToolCallPart):
+            yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str())}
+        else:
+            assert isinstance(part, TextPart)
+            yield part.content
+
+
+def make_agent(assistant: Assistant) -> Agent[None, str]:
+    agent = Agent(
+        FunctionModel(assistant, stream_function=assistant.stream), system_prompt='You are the test assistant.'
+    )
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f'{q} looked up'
+
+    return agent
+
+
+def summarizing(recorder: RecordingSummarizer) -> SummarizationProcessor:
+    return SummarizationProcessor(FunctionModel(recorder), trigger=('messages', TRIGGER), keep=('messages', KEEP))
+
+
+Door = Callable[[SessionStore, Agent[None, str], str, str, str], Awaitable[list[str]]]
+"""One turn through a door: (store, agent, conversation id, UI message id, prompt) -> the saved entries' ids."""
+
+
+async def through_agent_run(
+    store: SessionStore, agent: Agent[None, str], cid: str, _uid: str, prompt: str
+) -> list[str]:
+    conversations = store.conversations
+    conversation = await conversations.load(cid) or Conversation(conversation_id=cid)
+    loads.append(len(conversation.messages))
+    result = await agent.run(prompt, conversation=conversation, usage_limits=UNLIMITED)
+    return [entry.id for entry in await conversations.save(result)]
+
+
+loads: list[int] = []
+"""How many messages each `load` of the agent-run door handed back."""
+
+
+def adapter_app(
+    store: SessionStore, agent: Agent[None, str], adapter: type[VercelAIAdapter] | type[AGUIAdapter]
+) -> Any:
+    async def endpoint(request: Request) -> Response:
+        return await adapter.dispatch_request(
+            request, agent=agent, conversation_store=store.conversations, usage_limits=UNLIMITED
+        )
+
+    return Starlette(routes=[Route('/chat', endpoint, methods=['POST'])])
+
+
+def sse(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in body.splitlines() if line.startswith('data: {')]
+
+
+async def post(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url='http://test') as client:
+        response = await client.post('/chat', json=body, headers={'accept': 'text/event-stream'})
+    assert response.status_code == 200, response.text
+    events = sse(response.text)
+    assert not [e for e in events if e.get('type') in ('error', 'RUN_ERROR')], events
+    return events
+
+
+def saved_ids(events: list[dict[str, Any]]) -> list[str]:
+    """The entry ids the adapter's "saved" event announced."""
+    (saved,) = [
+        e.get('data') or e.get('value')
+        for e in events
+        if e.get('type') == 'data-conversation-saved' or e.get('name') == 'pydantic_ai_conversation_saved'
+    ]
+    return list(saved['entry_ids'])
+
+
+def vercel_body(cid: str, uid: str, prompt: str, trigger: str = 'submit-message') -> dict[str, Any]:
+    return {
+        'trigger': trigger,
+        'id': cid,
+        'messages': [{'id': uid, 'role': 'user', 'parts': [{'type': 'text', 'text': prompt}]}],
+    }
+
+
+def agui_body(cid: str, uid: str, prompt: str) -> dict[str, Any]:
+    return {
+        'threadId': cid,
+        'runId': f'run-{uid}',
+        'state': None,
+        'messages': [{'id': uid, 'role': 'user', 'content': prompt}],
+        'tools': [],
+        'context': [],
+        'forwardedProps': {},
+    }
+
+
+async def through_vercel(store: SessionStore, agent: Agent[None, str], cid: str, uid: str, prompt: str) -> list[str]:
+    return saved_ids(await post(adapter_app(store, agent, VercelAIAdapter), vercel_body(cid, uid, prompt)))
+
+
+async def through_agui(store: SessionStore, agent: Agent[None, str], cid: str, uid: str, prompt: str) -> list[str]:
+    return saved_ids(await post(adapter_app(store, agent, AGUIAdapter), agui_body(cid, uid, prompt)))
+
+
+DOORS: dict[str, Door] = {'agent.run': through_agent_run, 'vercel': through_vercel, 'ag-ui': through_agui}
+
+
+def compaction_texts(messages: list[ModelMessage]) -> list[str]:
+    return [
+        p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, CompactionPart)
+    ]
+
+
+@pytest.mark.parametrize('door', DOORS)
+async def test_sixty_turns_through_the_door_are_archived_whole_and_summarized_incrementally(
+    store_factory: StoreFactory, door: str
+) -> None:
+    recorder, assistant = RecordingSummarizer(), Assistant()
+    store, agent = store_factory(processor=summarizing(recorder)), make_agent(Assistant())
+    agent = make_agent(assistant)
+    loads.clear()
+    saved: list[str] = []
+    for turn in range(TURNS):
+        saved += await DOORS[door](store, agent, 'c', f'u{turn}', f'T{turn} please look this up')
+
+    archive = await store.history('c', limit=None)
+    assert len(archive) == 4 * TURNS
+    assert [m for m in archive if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)]
+    prompts = [p.content for m in archive for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == [f'T{turn} please look this up' for turn in range(TURNS)]
+    assert len(await (await store.session('c')).branches()) == 1
+    # The entries the doors reported saving are the archive's, each once.
+    entries = await store.conversations.load_entries('c')
+    assert entries is not None and len(saved) == 4 * TURNS == len(set(saved))
+
+    summaries = await store.summaries('c')
+    assert len(summaries) >= 5
+    assert len(recorder.inputs) <= 2 * len(summaries)
+    summarized = [set(_MARK.findall(block)) for prompt in recorder.inputs for block in NEW_MESSAGES.findall(prompt)]
+    assert all(not (a & b) for i, a in enumerate(summarized) for b in summarized[i + 1 :]), 'a turn summarized twice'
+    for index, prompt in enumerate(recorder.inputs[1:], start=1):
+        (previous,) = PREVIOUS.findall(prompt)
+        assert f'SUMMARY-{index} ' in previous, 'a summary that does not build on the one before'
+    assert max(len(request) for request in assistant.requests) <= 30
+    assert not loads or max(loads) <= 30
+
+    # The window a Session opens on the id is the one the door hands out.
+    conversation = await store.conversations.load('c')
+    assert conversation is not None
+    assert conversation.messages == await (await store.session('c')).context()
+
+    # A new store on the same database: the first request holds the last stored summary; no summarizer call
+    # unless the stored window has reached the trigger again.
+    calls, window = len(recorder.inputs), await store.window('c')
+    await store.close()
+    restarted_assistant = Assistant()
+    restarted = store_factory(processor=summarizing(recorder))
+    await DOORS[door](restarted, make_agent(restarted_assistant), 'c', 'u-after', f'T{TURNS} and after the restart')
+    first = restarted_assistant.requests[0]
+    assert summaries[-1].text in compaction_texts(first) or len(recorder.inputs) > calls
+    if len(window.messages) < TRIGGER:
+        assert len(recorder.inputs) == calls
+        assert compaction_texts(first) == [(await restarted.summaries('c'))[-1].text]
+
+
+async def failing_turn(door: str, store: SessionStore, agent: Agent[None, str], cid: str) -> str:
+    """One turn through `door` that must fail: the error it reports."""
+    if door == 'agent.run':
+        with pytest.raises(UserError) as refused:
+            await through_agent_run(store, agent, cid, 'u0', 'T0 please look this up')
+        return str(refused.value)
+    adapter = VercelAIAdapter if door == 'vercel' else AGUIAdapter
+    body = vercel_body(cid, 'u0', 'T0 please') if door == 'vercel' else agui_body(cid, 'u0', 'T0 please')
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=adapter_app(store, agent, adapter)), base_url='http://t'
+    ) as client:
+        response = await client.post('/chat', json=body, headers={'accept': 'text/event-stream'})
+    (error,) = [
+        e.get('errorText') or e.get('message') for e in sse(response.text) if e.get('type') in ('error', 'RUN_ERROR')
+    ]
+    return str(error)
+
+
+@pytest.mark.parametrize('door', DOORS)
+@pytest.mark.parametrize('kind', ['Summarization', 'ContextManagerCapability'])
+@pytest.mark.parametrize('store_processor', [False, True])
+async def test_an_agent_carrying_its_own_summarizer_is_refused_at_its_first_request(
+    store_factory: StoreFactory, door: str, kind: str, store_processor: bool
+) -> None:
+    """Its summaries could not be stored, so every run would summarize from scratch: the first request is refused,
+    saying what to do, before any model or summarizer call, and nothing is stored."""
+    recorder, assistant = RecordingSummarizer(), Assistant()
+    own = (
+        Summarization(FunctionModel(recorder), trigger=('messages', TRIGGER), keep=('messages', KEEP))
+        if kind == 'Summarization'
+        else ContextManagerCapability(summarization_model=FunctionModel(recorder), max_tokens=2_000)
+    )
+    agent = Agent(FunctionModel(assistant, stream_function=assistant.stream), capabilities=[own])
+    store = store_factory(processor=summarizing(RecordingSummarizer()) if store_processor else None)
+    await store.session('c')  # a stored conversation
+    error = await failing_turn(door, store, agent, 'c')
+    assert kind in error and 'SessionStore(url, processor=' in error and 'store.session(id, processor=' in error
+    assert assistant.requests == [] and recorder.inputs == []
+    assert await store.history('c', limit=None) == []
+    # Through the session door, which stores what its processor's copy makes, the same agent runs and is stored.
+    if kind == 'Summarization':
+        session = await store.session('c', processor=summarizing(recorder))
+        await session.run(agent, 'T0 through the session', usage_limits=UNLIMITED)
+        assert len(await store.history('c', limit=None)) == 4
