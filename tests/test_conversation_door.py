@@ -30,6 +30,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 from pydantic_ai.usage import UsageLimits
@@ -179,6 +180,7 @@ def compaction_texts(messages: list[ModelMessage]) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('door', DOORS)
 async def test_sixty_turns_through_the_door_are_archived_whole_and_summarized_incrementally(
     store_factory: StoreFactory, door: str
@@ -275,3 +277,125 @@ async def test_an_agent_carrying_its_own_summarizer_is_refused_at_its_first_requ
         session = await store.session('c', processor=summarizing(recorder))
         await session.run(agent, 'T0 through the session', usage_limits=UNLIMITED)
         assert len(await store.history('c', limit=None)) == 4
+
+
+ADAPTERS = {'vercel': VercelAIAdapter, 'ag-ui': AGUIAdapter}
+
+
+def resubmit(adapter: str, cid: str, uid: str, prompt: str, *, regenerate: bool = False) -> dict[str, Any]:
+    """What a front end sends to answer its message `uid` again (Vercel AI's Regenerate), or with new text (an
+    edit): AG-UI has no trigger, and resubmits the message under its own id."""
+    if adapter == 'vercel':
+        return vercel_body(cid, uid, prompt, 'regenerate-message' if regenerate else 'submit-message')
+    return agui_body(cid, uid, prompt)
+
+
+def marks(messages: list[ModelMessage]) -> set[str]:
+    return {mark for message in messages for part in message.parts for mark in _MARK.findall(str(part))}
+
+
+@pytest.mark.slow_on_postgresql
+@pytest.mark.parametrize('adapter', ADAPTERS)
+async def test_regenerate_and_edit_in_a_summarized_conversation_keep_branches_that_never_leak(
+    store_factory: StoreFactory, adapter: str
+) -> None:
+    recorder, assistant = RecordingSummarizer(), Assistant()
+    store, agent = store_factory(processor=summarizing(recorder)), make_agent(assistant)
+    app = adapter_app(store, agent, ADAPTERS[adapter])
+    for turn in range(30):
+        await post(app, resubmit(adapter, 'c', f'u{turn}', f'T{turn} please look this up'))
+    before = len(await store.summaries('c'))
+    assert before >= 3
+
+    # Regenerate the last answer, then edit the last prompt: each replaced turn stays stored as a branch.
+    regenerated = await post(app, resubmit(adapter, 'c', 'u29', 'T29 please look this up', regenerate=True))
+    assert saved_ids(regenerated)
+    await post(app, resubmit(adapter, 'c', 'u29', 'T90 instead, edited'))
+    branches = await (await store.session('c')).branches()
+    assert len(branches) == 3 and sum(b.active for b in branches) == 1
+    archive = await store.history('c', limit=None)
+    assert len(archive) == 4 * 30 and marks(archive[-4:]) == {'T90'}
+    replaced = [b for b in branches if not b.active]
+    for branch in replaced:
+        kept = await store.history('c', branch=branch.tip, limit=None)
+        assert marks(kept[-4:]) == {'T29'}
+
+    # The edited branch goes on, summarized on its own: no request and no summary input holds the replaced turns.
+    sent_before, inputs_before = len(assistant.requests), len(recorder.inputs)
+    for turn in range(91, 101):
+        await post(app, resubmit(adapter, 'c', f'e{turn}', f'T{turn} on the edited branch'))
+    after = assistant.requests[sent_before:]
+    assert all('T29' not in marks(request) for request in after)
+    assert all('T29' not in prompt for prompt in recorder.inputs[inputs_before:])
+    assert len(await store.summaries('c')) > before
+    assert max(len(request) for request in assistant.requests) <= 30
+    conversation = await store.conversations.load('c')
+    assert conversation is not None and conversation.messages == await (await store.session('c')).context()
+    # Each replaced branch still reads whole, with the summaries made on its path.
+    for branch in replaced:
+        assert len(await store.history('c', branch=branch.tip, limit=None)) == 4 * 30
+
+
+@pytest.mark.slow_on_postgresql
+async def test_a_tool_call_waiting_for_approval_survives_a_compaction_and_is_answered(
+    store_factory: StoreFactory,
+) -> None:
+    """The run pauses on a call that needs approval; the next load compacts the window, which must keep the
+    call; the approval then runs the tool, whose return pairs with the call the model sees."""
+    recorder, assistant = RecordingSummarizer(), Assistant()
+    trigger = 18  # windows grow 4 messages a turn: the paused turn's 2 reach it
+    store = store_factory(
+        processor=SummarizationProcessor(
+            FunctionModel(recorder), trigger=('messages', trigger), keep=('messages', KEEP)
+        )
+    )
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        prompt = next((p.content for p in last.parts if isinstance(p, UserPromptPart)), '')
+        if isinstance(prompt, str) and prompt.startswith('refund'):
+            return ModelResponse(parts=[ToolCallPart('refund', {'order': 'ORDER-7'}, tool_call_id='refund-1')])
+        return assistant(messages, info)
+
+    agent = Agent(FunctionModel(model), output_type=[str, DeferredToolRequests], system_prompt='Test.')
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f'{q} looked up'
+
+    @agent.tool_plain(requires_approval=True)
+    def refund(order: str) -> str:
+        return f'{order} refunded'
+
+    conversations = store.conversations
+    # Turns until the paused one (two more messages) takes the stored window to the trigger, after a summary.
+    turn = 0
+    await store.session('c')
+    while not await store.summaries('c') or len((await store.window('c')).messages) != trigger - 2:
+        conversation = await conversations.load('c') or Conversation(conversation_id='c')
+        await conversations.save(await agent.run(f'T{turn} please', conversation=conversation, usage_limits=UNLIMITED))
+        turn += 1
+    conversation = await conversations.load('c')
+    assert conversation is not None
+    paused = await agent.run('refund ORDER-7', conversation=conversation, usage_limits=UNLIMITED)
+    assert isinstance(paused.output, DeferredToolRequests)
+    await conversations.save(paused)
+    calls = len(recorder.inputs)
+
+    resumed = await conversations.load('c')
+    assert resumed is not None and len(recorder.inputs) > calls, 'the load compacted the window'
+    assert resumed.deferred_tool_requests is not None
+    assert [c.tool_call_id for c in resumed.deferred_tool_requests.approvals] == ['refund-1']
+    shown = [p for m in resumed.messages for p in m.parts if isinstance(p, ToolCallPart)]
+    assert 'refund-1' in [p.tool_call_id for p in shown], 'the pending call stays in the window'
+    answered = await agent.run(
+        conversation=resumed,
+        deferred_tool_results=DeferredToolResults(approvals={'refund-1': True}),
+        usage_limits=UNLIMITED,
+    )
+    await conversations.save(answered)
+    returns = [p for m in answered.new_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert [(r.tool_call_id, r.content) for r in returns] == [('refund-1', 'ORDER-7 refunded')]
+    archive = await store.history('c', limit=None)
+    assert sum(isinstance(p, ToolReturnPart) and p.tool_call_id == 'refund-1' for m in archive for p in m.parts) == 1
+    assert (await conversations.load('c')).deferred_tool_requests is None  # type: ignore[union-attr]
