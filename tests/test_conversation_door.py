@@ -109,15 +109,22 @@ loads: list[int] = []
 """How many messages each `load` of the agent-run door handed back."""
 
 
-def adapter_app(
-    store: SessionStore, agent: Agent[None, str], adapter: type[VercelAIAdapter] | type[AGUIAdapter]
-) -> Any:
+Adapter = type[VercelAIAdapter[Any, Any]] | type[AGUIAdapter[Any, Any]]
+
+
+def adapter_app(store: SessionStore, agent: Agent[None, str], adapter: Adapter) -> Any:
     async def endpoint(request: Request) -> Response:
         return await adapter.dispatch_request(
             request, agent=agent, conversation_store=store.conversations, usage_limits=UNLIMITED
         )
 
     return Starlette(routes=[Route('/chat', endpoint, methods=['POST'])])
+
+
+ADAPTERS: dict[str, Adapter] = {
+    'vercel': VercelAIAdapter,
+    'ag-ui': AGUIAdapter,
+}
 
 
 def sse(body: str) -> list[dict[str, Any]]:
@@ -140,6 +147,7 @@ def saved_ids(events: list[dict[str, Any]]) -> list[str]:
         for e in events
         if e.get('type') == 'data-conversation-saved' or e.get('name') == 'pydantic_ai_conversation_saved'
     ]
+    assert saved is not None
     return list(saved['entry_ids'])
 
 
@@ -174,7 +182,7 @@ async def through_agui(store: SessionStore, agent: Agent[None, str], cid: str, u
 DOORS: dict[str, Door] = {'agent.run': through_agent_run, 'vercel': through_vercel, 'ag-ui': through_agui}
 
 
-def compaction_texts(messages: list[ModelMessage]) -> list[str]:
+def compaction_texts(messages: list[ModelMessage]) -> list[str | None]:
     return [
         p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, CompactionPart)
     ]
@@ -239,7 +247,7 @@ async def failing_turn(door: str, store: SessionStore, agent: Agent[None, str], 
         with pytest.raises(UserError) as refused:
             await through_agent_run(store, agent, cid, 'u0', 'T0 please look this up')
         return str(refused.value)
-    adapter = VercelAIAdapter if door == 'vercel' else AGUIAdapter
+    adapter = ADAPTERS[door]
     body = vercel_body(cid, 'u0', 'T0 please') if door == 'vercel' else agui_body(cid, 'u0', 'T0 please')
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=adapter_app(store, agent, adapter)), base_url='http://t'
@@ -277,9 +285,6 @@ async def test_an_agent_carrying_its_own_summarizer_is_refused_at_its_first_requ
         session = await store.session('c', processor=summarizing(recorder))
         await session.run(agent, 'T0 through the session', usage_limits=UNLIMITED)
         assert len(await store.history('c', limit=None)) == 4
-
-
-ADAPTERS = {'vercel': VercelAIAdapter, 'ag-ui': AGUIAdapter}
 
 
 def resubmit(adapter: str, cid: str, uid: str, prompt: str, *, regenerate: bool = False) -> dict[str, Any]:
@@ -375,9 +380,9 @@ async def test_a_tool_call_waiting_for_approval_survives_a_compaction_and_is_ans
         conversation = await conversations.load('c') or Conversation(conversation_id='c')
         await conversations.save(await agent.run(f'T{turn} please', conversation=conversation, usage_limits=UNLIMITED))
         turn += 1
-    conversation = await conversations.load('c')
-    assert conversation is not None
-    paused = await agent.run('refund ORDER-7', conversation=conversation, usage_limits=UNLIMITED)
+    loaded = await conversations.load('c')
+    assert loaded is not None
+    paused = await agent.run('refund ORDER-7', conversation=loaded, usage_limits=UNLIMITED)
     assert isinstance(paused.output, DeferredToolRequests)
     await conversations.save(paused)
     calls = len(recorder.inputs)
