@@ -45,9 +45,10 @@ from ._db.sealing import Sealer, Vault
 from ._history.archive import add_root_segment, copy_path, insert_messages, message_rows
 from ._history.branches import move_head
 from ._history.records import RunRecord
-from ._history.runs import Runs
-from ._history.tree import entry_at, on_path, path_spans, spans_of, tip_entry_id
+from ._history.runs import HEAD, Runs, SessionHead
+from ._history.tree import ENTRY_AT, entry_at, on_path, path_spans, spans_of, tip_entry_id
 from ._history.turns import compact_if_due
+from ._history.window_cache import Recent
 from ._history.windows import WindowProcessor
 from ._ids import check_id, new_token
 from ._telemetry import span
@@ -68,6 +69,19 @@ _SESSION_OF = (
     .where(MessageRow.entry_id == bindparam('entry_id'))
 )
 """The id of the session an entry is stored in."""
+
+_sessions = SessionRow.__table__.c
+_RECORD = HEAD.add_columns(
+    _sessions.session_id,
+    _sessions.scope,
+    _sessions.usage,
+    _sessions.deferred_tool_requests,
+    _sessions.forked_from,
+    _sessions.forked_at,
+    _sessions.branches,
+    _sessions.updated_at,
+)
+"""A session's row as a record is made of it: a `SessionHead` (its tip the record's head), then the rest."""
 
 _Parent = aliased(MessageRow, name='parent')
 """The message before another one on its path, whose `entry_id` is that one's `parent_id`."""
@@ -103,7 +117,7 @@ def _entry(sealer: Sealer, row: Row[str, int, int, str, str | None, str]) -> Con
     return ConversationEntry(id=entry_id, parent_id=parent_id, message=message)
 
 
-def _record(sealer: Sealer, row: SessionRow, head_id: str | None) -> ConversationRecord:
+def _record(sealer: Sealer, row: SessionRow | Row[*tuple[Any, ...]], head_id: str | None) -> ConversationRecord:
     deferred = sealer.open_json(row.session_id, row.pk, 'deferred tool requests', row.deferred_tool_requests)
     return ConversationRecord(
         conversation_id=row.session_id,
@@ -157,6 +171,11 @@ class SQLConversationStore(ConversationStore):
         self._runs = runs
         self._database = runs.database
         self._token_counter = token_counter
+        self._heads: Recent[str, SessionHead] = Recent()
+        """The row each conversation had when its record was read last: a save right after (pydantic-ai's reads
+        its record first) appends without reading it again, and a load reads the window kept at its revision."""
+        self._tips: Recent[str, str] = Recent()
+        """The conversation each recently read head entry is in (an entry never moves to another)."""
         self.processor = processor
         """The store's processor, if it was given one. With it, `load` hands back the window a `Session` would
         run from (compacting it first when the trigger holds, and storing that summary) and `read_history` of
@@ -188,11 +207,14 @@ class SQLConversationStore(ConversationStore):
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         """The conversation's session row as a record, with its head, in one SELECT; `None` if there is none."""
         check_id(conversation_id)
-        async with self._database.read() as db:
-            found = (
-                await db.execute(select(SessionRow, tip_entry_id()).where(SessionRow.session_id == conversation_id))
-            ).first()
-        return None if found is None else _record(self._database.sealer, found[0], found[1])
+        found = await self._database.statements(lambda db: db.execute(_RECORD, {'session_id': conversation_id}).first())
+        if found is None:
+            self._heads.put(conversation_id, None)
+            return None
+        self._heads.put(conversation_id, SessionHead._make(found[: len(SessionHead._fields)]))
+        if found.tip is not None:
+            self._tips.put(found.tip, conversation_id)
+        return _record(self._database.sealer, found, found.tip)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
@@ -262,17 +284,26 @@ class SQLConversationStore(ConversationStore):
     async def _window_to(self, head_id: str) -> list[ConversationEntry] | None:
         """The stored window of the conversation whose active path ends at `head_id`, as entries; `None` when
         `head_id` is not such a head (an older entry, a branch's tip), whose path is read instead."""
-        found = await self._database.statements(lambda db: db.execute(_SESSION_OF, {'entry_id': head_id}).first())
-        if found is None:
-            raise LookupError(f'No conversation entry {head_id!r} in the store.')
+        # The record read just before (as pydantic-ai's load and save do) names its head's conversation, and the
+        # window kept at that record's revision needs no trip to the database.
         assert self.processor is not None
-        loaded = await self._runs.load_window(found.session_id, None, self.processor)
+        session_id = self._tips.get(head_id)
+        head = None if session_id is None else self._heads.peek(session_id)
+        if session_id is None:
+            session_id = await self._database.statements(
+                lambda db: db.execute(_SESSION_OF, {'entry_id': head_id}).scalar()
+            )
+            if session_id is None:
+                raise LookupError(f'No conversation entry {head_id!r} in the store.')
+        loaded = None if head is None else self._runs.window_at(session_id, head.revision, self.processor)
+        if loaded is None:
+            loaded = await self._runs.load_window(session_id, None, self.processor)
         if not loaded.entry_ids or loaded.entry_ids[-1] != head_id:
             return None
         parent: str | None = None
         if loaded.positions[0] > 0:  # a window with no head opens mid-path
-            async with self._database.read() as db:
-                parent = await entry_at(db, loaded.segment_pk, loaded.positions[0] - 1)
+            at = {'segment_pk': loaded.segment_pk, 'position': loaded.positions[0] - 1}
+            parent = await self._database.statements(lambda db: db.execute(ENTRY_AT, at).scalar())
         entries: list[ConversationEntry] = []
         for message, entry_id in zip(loaded.messages, loaded.entry_ids, strict=True):
             # A bridge standing alone (before a tail that opens with a response) is no archived message.
@@ -333,7 +364,12 @@ class SQLConversationStore(ConversationStore):
             )
             after = new_entries[0].parent_id
             stored = await self._runs.append(
-                conversation_id, after, appended, expected_revision=expected_revision, revision=record.revision
+                conversation_id,
+                after,
+                appended,
+                expected_revision=expected_revision,
+                revision=record.revision,
+                head=self._heads.peek(conversation_id),
             )
             if stored is not None:
                 return

@@ -82,11 +82,14 @@ def statements(store: SessionStore) -> Iterator[list[str]]:
         if not statement.lstrip().upper().startswith(('BEGIN', 'COMMIT', 'ROLLBACK')):
             sent.append(statement)
 
-    event.listen(store.engine.sync_engine, 'before_cursor_execute', record)
+    engines = store._database.sync_engines
+    for engine in engines:
+        event.listen(engine, 'before_cursor_execute', record)
     try:
         yield sent
     finally:
-        event.remove(store.engine.sync_engine, 'before_cursor_execute', record)
+        for engine in engines:
+            event.remove(engine, 'before_cursor_execute', record)
 
 
 async def message_rows(store: SessionStore) -> int:

@@ -66,9 +66,23 @@ class Database:
         self._writers = async_sessionmaker(self._writer, expire_on_commit=False)
         self._autocommit = self.engine.execution_options(**_AUTOCOMMIT[self.backend])
         self._threaded = create_threaded_engine(url, read_only=read_only)
+        self._threaded_as = (
+            None
+            if self._threaded is None
+            else {
+                transaction: self._threaded.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE' if transaction else None})
+                for transaction in (True, False)
+            }
+        )
         self._threads: ThreadPoolExecutor | None = None
         self._checked = False
         self._check_lock = asyncio.Lock()
+
+    @property
+    def sync_engines(self) -> list[Engine]:
+        """Every engine that sends this store's statements, as SQLAlchemy's events see them: the async engine's
+        synchronous core, and on a SQLite file the hot path's own engine."""
+        return [self.engine.sync_engine, *([self._threaded] if self._threaded is not None else [])]
 
     @property
     def display_url(self) -> str:
@@ -143,11 +157,11 @@ class Database:
         return await self._retrying(session_id, lambda: self._run(work, transaction=True))
 
     async def _run(self, work: Callable[[Connection], T], *, transaction: bool) -> T:
-        if self._threaded is None:
+        if self._threaded_as is None:
             return await _finished(self._run_async(work, transaction))
         if self._threads is None:
             self._threads = ThreadPoolExecutor(_THREADS, thread_name_prefix='session-store-sqlite')
-        engine = self._threaded.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE' if transaction else None})
+        engine = self._threaded_as[transaction]
         loop = asyncio.get_running_loop()
         return await _finished(loop.run_in_executor(self._threads, _run_on, engine, work, transaction))
 

@@ -46,7 +46,7 @@ from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id
 from .window_cache import WindowCache
 from .windows import StoredRun, StoredWindow, WindowProcessor, head_read
 
-__all__ = ('Runs',)
+__all__ = ('HEAD', 'Runs', 'SessionHead')
 
 
 class _Head(NamedTuple):
@@ -89,8 +89,30 @@ _HEAD = (
 )
 """Reads a `_Head`."""
 
-_HEAD_AND_TIP = _HEAD.add_columns(tip_entry_id().label('tip'))
-"""A `_Head`, then the entry id of the active path's newest message (`None` while the path is empty)."""
+
+class SessionHead(NamedTuple):
+    """What appending after a session's newest message needs of its row: `HEAD` reads it."""
+
+    pk: int
+    revision: str
+    message_count: int
+    head_end: int
+    window_start: int
+    active_segment_pk: int | None
+    tip: str | None
+    """The entry id of the active path's newest message (`None` while the path is empty)."""
+
+
+HEAD = select(
+    _sessions.c.pk,
+    _sessions.c.revision,
+    _sessions.c.message_count,
+    _sessions.c.head_end,
+    _sessions.c.window_start,
+    _sessions.c.active_segment_pk,
+    tip_entry_id().label('tip'),
+).where(_sessions.c.session_id == bindparam('session_id'))
+"""Reads a `SessionHead`: the session's row, as the columns a `SessionHead` names (more may follow)."""
 
 _RELOAD = 'Load the conversation again and retry.'
 
@@ -123,7 +145,7 @@ class Runs:
             if rows is None:
                 assert cached is not None
                 window = cached
-                self.windows.touch(session_id)
+                self.windows.get(session_id)  # just used
             else:
                 window = _stored_window(database.sealer.vault(session_id, row.pk), row, rows)
                 self.windows.put(session_id, window)
@@ -148,9 +170,15 @@ class Runs:
         """
         revision = revision or new_token()
         stored = await _write_run(self.database, session_id, loaded, record, revision)
-        cached = self.windows.get(session_id, loaded.session_pk, loaded.revision)
+        cached = self.windows.at(session_id, loaded.session_pk, loaded.revision)
         self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored))
         return stored
+
+    def window_at(self, session_id: str, revision: str, processor: WindowProcessor) -> LoadedWindow | None:
+        """The session's window as kept in memory, if it is the one at `revision` (read just now by the caller,
+        with the session's row): no trip to the database."""
+        window = self.windows.peek(session_id)
+        return None if window is None or window.revision != revision else window.loaded(processor)
 
     async def append(
         self,
@@ -160,28 +188,31 @@ class Runs:
         *,
         expected_revision: str,
         revision: str,
+        head: SessionHead | None = None,
     ) -> StoredRun | None:
         """Append `record`'s messages after the session's newest message, whose entry id must be `after`, as a
         run's store does (its window's bounds left where they are); `None`, with nothing written, when `after` is
-        not the newest (the caller branches there instead).
+        not the newest (the caller branches there instead). `head` is the session's row at `expected_revision`,
+        when the caller read it; else it is read here.
 
         Raises:
             SessionConflict: The session is gone, or not at `expected_revision`; nothing was written.
         """
-        found = await self.database.statements(lambda db: db.execute(_HEAD_AND_TIP, {'session_id': session_id}).first())
-        if found is None or found.revision != expected_revision:
+        if head is None or head.revision != expected_revision:
+            found = await self.database.statements(lambda db: db.execute(HEAD, {'session_id': session_id}).first())
+            head = None if found is None else SessionHead._make(found)
+        if head is None or head.revision != expected_revision:
             raise SessionConflict(session_id, 'was saved or deleted since it was loaded', advice=_RELOAD)
-        row = _Head._make(found[:-1])
-        if found.tip != after:
+        if head.tip != after:
             return None
-        assert row.active_segment_pk is not None
+        assert head.active_segment_pk is not None
         loaded = LoadedWindow(
-            session_pk=row.pk,
-            segment_pk=row.active_segment_pk,
-            revision=row.revision,
-            message_count=row.message_count,
-            head_end=row.head_end,
-            window_start=row.window_start,
+            session_pk=head.pk,
+            segment_pk=head.active_segment_pk,
+            revision=head.revision,
+            message_count=head.message_count,
+            head_end=head.head_end,
+            window_start=head.window_start,
             summary_pk=None,
             messages=[],
             positions=[],
@@ -189,7 +220,8 @@ class Runs:
             entry_ids=[],
             usage=record.usage,
         )
-        bounded = replace(record, head_end=row.head_end, window_start=row.window_start, summaries=())
+        bounded = replace(record, head_end=head.head_end, window_start=head.window_start, summaries=())
+        # The write checks the revision again: a writer since `head` was read makes it a conflict.
         return await self.store(session_id, loaded, bounded, revision=revision)
 
     def forget(self, session_ids: Iterable[str]) -> None:

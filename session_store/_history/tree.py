@@ -10,7 +10,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVarTuple
 
-from sqlalchemy import CTE, ColumnElement, CompoundSelect, Row, Select, and_, desc, false, func, or_, select, union_all
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    CompoundSelect,
+    Row,
+    Select,
+    and_,
+    bindparam,
+    desc,
+    false,
+    func,
+    or_,
+    select,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -19,6 +33,7 @@ from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 Ts = TypeVarTuple('Ts')
 
 __all__ = (
+    'ENTRY_AT',
     'Segments',
     'Span',
     'active_paths',
@@ -77,22 +92,32 @@ async def path_spans(db: AsyncSession, session_pk: int, segment_pk: int, length:
     return spans_of(await session_segments(db, session_pk), segment_pk, length)
 
 
-async def entry_at(db: AsyncSession, segment_pk: int, position: int) -> str | None:
-    """The entry id at `position` of the path ending in `segment_pk` (its own, else its parent's); `None` below 0.
-
-    A segment's parent holds the position just before the segment starts, so the two rows asked for
-    cover every position a caller asks for: a path's last message, possibly in the segment it forked from.
-    """
-    if position < 0:
-        return None
-    own = select(MessageRow.entry_id).where(MessageRow.segment_pk == segment_pk, MessageRow.position == position)
+def _entry_at() -> Select[str | None]:
+    own = select(MessageRow.entry_id).where(
+        MessageRow.segment_pk == bindparam('segment_pk'), MessageRow.position == bindparam('position')
+    )
     parent = aliased(SegmentRow, name='child')
     inherited = (
         select(MessageRow.entry_id)
         .join(parent, parent.parent_pk == MessageRow.segment_pk)
-        .where(parent.pk == segment_pk, MessageRow.position == position)
+        .where(parent.pk == bindparam('segment_pk'), MessageRow.position == bindparam('position'))
     )
-    found = await db.scalar(select(func.coalesce(own.scalar_subquery(), inherited.scalar_subquery())))
+    return select(func.coalesce(own.scalar_subquery(), inherited.scalar_subquery()))
+
+
+ENTRY_AT = _entry_at()
+"""The entry id at `position` of the path ending in `segment_pk` (its own, else its parent's): NULL if none.
+
+A segment's parent holds the position just before the segment starts, so the two rows asked for cover every
+position a caller asks for: a path's last message, possibly in the segment it forked from.
+"""
+
+
+async def entry_at(db: AsyncSession, segment_pk: int, position: int) -> str | None:
+    """`ENTRY_AT`'s answer; `None` below position 0."""
+    if position < 0:
+        return None
+    found = await db.scalar(ENTRY_AT, {'segment_pk': segment_pk, 'position': position})
     return None if found is None else str(found)
 
 
