@@ -37,7 +37,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from processors import TokenCounter, count_tokens
+from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
 from ._codec import dump_usage, load_usage, now, utc
@@ -69,6 +69,10 @@ _SESSION_OF = (
     .where(MessageRow.entry_id == bindparam('entry_id'))
 )
 """The id of the session an entry is stored in."""
+
+_WHOLE = SlidingWindowProcessor(trigger=None)
+"""Shapes the windows a store without a processor hands out once a compaction opened them: it never compacts, and
+keeps the system prompt before the compaction, as pydantic-ai's wire trim does."""
 
 _sessions = SessionRow.__table__.c
 _RECORD = HEAD.add_columns(
@@ -254,7 +258,7 @@ class SQLConversationStore(ConversationStore):
         """
         if head_id is None or limit == 0:
             return []
-        if self.processor is not None and (window := await self._window_to(head_id)) is not None:
+        if (window := await self._window_to(head_id)) is not None:
             return window if limit is None else window[-limit:]
         async with self._database.read() as db:
             # The head, with every segment of its session to find its path by: one SELECT.
@@ -283,21 +287,27 @@ class SQLConversationStore(ConversationStore):
 
     async def _window_to(self, head_id: str) -> list[ConversationEntry] | None:
         """The stored window of the conversation whose active path ends at `head_id`, as entries; `None` when
-        `head_id` is not such a head (an older entry, a branch's tip), whose path is read instead."""
+        `head_id` is not such a head (an older entry, a branch's tip), whose path is read instead, and, in a store
+        without a processor, while no compaction has opened the window past the start (pydantic-ai's own stores
+        hand out whole histories; a provider's compaction means nothing before it is sent, so none is read)."""
         # The record read just before (as pydantic-ai's load and save do) names its head's conversation, and the
         # window kept at that record's revision needs no trip to the database.
-        assert self.processor is not None
         session_id = self._tips.get(head_id)
         head = None if session_id is None else self._heads.peek(session_id)
+        processor = self.processor
+        if processor is None:
+            if head is None or head.window_start == 0:
+                return None
+            processor = _WHOLE
         if session_id is None:
             session_id = await self._database.statements(
                 lambda db: db.execute(_SESSION_OF, {'entry_id': head_id}).scalar()
             )
             if session_id is None:
                 raise LookupError(f'No conversation entry {head_id!r} in the store.')
-        loaded = None if head is None else self._runs.window_at(session_id, head.revision, self.processor)
+        loaded = None if head is None else self._runs.window_at(session_id, head.revision, processor)
         if loaded is None:
-            loaded = await self._runs.load_window(session_id, None, self.processor)
+            loaded = await self._runs.load_window(session_id, None, processor)
         if not loaded.entry_ids or loaded.entry_ids[-1] != head_id:
             return None
         parent: str | None = None

@@ -14,6 +14,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple
 
+from pydantic_ai.messages import post_compaction_window
 from sqlalchemy import (
     CompoundSelect,
     Connection,
@@ -169,6 +170,7 @@ class Runs:
             SessionConflict: Another run was stored since `loaded` was read; nothing was written.
         """
         revision = revision or new_token()
+        record = _opened_at_compaction(loaded, record)
         stored = await _write_run(self.database, session_id, loaded, record, revision)
         cached = self.windows.at(session_id, loaded.session_pk, loaded.revision)
         self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored))
@@ -380,6 +382,22 @@ def _advance_and_append() -> Select[int]:
 
 _APPENDED_COLUMNS = ('position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens')
 _ADVANCE_AND_APPEND = _advance_and_append()
+
+
+def _opened_at_compaction(loaded: LoadedWindow, record: RunRecord) -> RunRecord:
+    """`record` with its window opening where the latest compaction among its messages does, if one does.
+
+    A provider's `CompactionPart` (OpenAI's, Anthropic's) replaces everything before it, and pydantic-ai's own
+    `post_compaction_window` rule says where it opens the window: the model is sent nothing before it (but the
+    standing system prompt, which the window's head keeps), so neither is a window read. The archive keeps all.
+    """
+    opened = post_compaction_window(record.messages)
+    if len(opened) == len(record.messages):
+        return record
+    start = loaded.message_count + len(record.messages) - len(opened)
+    if start <= record.window_start:
+        return record
+    return replace(record, window_start=start, head_end=min(record.head_end, start))
 
 
 async def _write_run(
