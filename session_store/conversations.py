@@ -203,6 +203,11 @@ class SQLConversationStore(ConversationStore):
                 compacted = await compact_if_due(self._runs, conversation_id, scope, self.processor)
                 current.set_attribute('session_store.window.compacted_now', compacted)
             loaded = await super().load(conversation_id, limit=limit, scope=scope)
+            head = self._heads.peek(conversation_id)
+            # OpenTelemetry's GenAI conventions: the run will be sent compacted history (a summary, or a cut).
+            current.set_attribute(
+                'gen_ai.conversation.compacted', head is not None and head.window_start > head.head_end
+            )
         keep_conversation(conversation_id)
         return loaded
 

@@ -95,3 +95,39 @@ async def test_a_turn_s_spans_nest_under_the_agent_run(
     assert attrs(opened)['gen_ai.conversation.id'] == 'traced'
     (searched,) = named['session_store.search']
     assert attrs(searched)['session_store.hits'] == len(hits) > 0
+
+
+async def test_the_conversation_door_s_spans_match_the_session_door_s(
+    store_factory: StoreFactory, spans: InMemorySpanExporter
+) -> None:
+    """A load is a `load_conversation` span over the window's `load_window` (and, when the trigger holds, the
+    summarizer's span and the summary's `store_run`); a save is a `store_run`; each names the conversation, and
+    a window that was sent a summary says so (`gen_ai.conversation.compacted`)."""
+    processor = SummarizationProcessor(
+        FunctionModel(RecordingSummarizer()), trigger=('messages', 10), keep=('messages', 4)
+    )
+    store = store_factory(processor=processor)
+    agent = scripted_agent(ParallelToolAssistant())
+    conversations = store.conversations
+    await store.session('door')
+    for turn in range(1, 5):
+        conversation = await conversations.load('door')
+        assert conversation is not None
+        await conversations.save(await agent.run(f'Turn M{turn}', conversation=conversation))
+
+    finished = spans.get_finished_spans()
+    by_id = {span.context.span_id: span for span in finished}
+    named = {name: [s for s in finished if s.name == name] for name in {s.name for s in finished}}
+    loads = named['session_store.load_conversation']
+    assert len(loads) == 4 and {attrs(s)['gen_ai.conversation.id'] for s in loads} == {'door'}
+    windows = [
+        s for s in named['session_store.load_window'] if 'session_store.load_conversation' in ancestors(s, by_id)
+    ]
+    assert len(windows) >= 4
+    assert [attrs(s)['gen_ai.conversation.compacted'] for s in loads] == [False, False, False, True]
+    summarized = named['processors.summarize']
+    assert summarized and all('session_store.load_conversation' in ancestors(s, by_id) for s in summarized)
+    stored = named['session_store.store_run']
+    saves = [s for s in stored if attrs(s)['session_store.messages'] == 4]
+    assert len(saves) == 4 and all(attrs(s)['gen_ai.conversation.id'] == 'door' for s in saves)
+    assert sum(attrs(s)['session_store.summaries'] for s in stored) == len(summarized)
