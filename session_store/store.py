@@ -8,7 +8,7 @@ for exports and imports, `_upkeep` for retention and resealing; `Session` for ru
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
@@ -20,7 +20,7 @@ from processors import SlidingWindowProcessor
 
 from ._codec import now
 from ._db.database import Database
-from ._db.engine import DEFAULT_URL, database_url
+from ._db.engine import DEFAULT_URL, ServerOptions, database_url, server_options
 from ._history.archive import open_session, write_metadata
 from ._history.branches import fork
 from ._history.review import list_sessions, read_history, read_summaries
@@ -55,6 +55,12 @@ class SessionStore:
             schema revision is never changed implicitly: `migrate()` upgrades it.
         read_only: Open the database only to read it: a SQLite file is opened read-only (it must
             exist; read-only media work), nothing is ever migrated, and any write fails.
+        transaction_pooler: The PostgreSQL server is reached through a pooler in transaction mode (PgBouncer's
+            `pool_mode = transaction`, a managed pooler): no prepared statement outlives its transaction and every
+            statement runs in one, which a pooler needs. `?transaction_pooler=true` in the URL says the same.
+        engine_options: More arguments for SQLAlchemy's `create_async_engine` (`pool_size`, `max_overflow`,
+            `pool_recycle`, `connect_args`, ...). Numeric asyncpg settings may also be given in the URL
+            (`?command_timeout=10`); they reach asyncpg as numbers.
         encryption: Encrypt the archive at rest under these keys (the `encryption` extra): message
             payloads, summaries, session metadata and deferred tool requests are sealed per session
             with AES-256-GCM, and search runs on a blind index of whole words. Ids, scopes, positions,
@@ -70,14 +76,24 @@ class SessionStore:
         migrate: bool = True,
         read_only: bool = False,
         encryption: Encryption | None = None,
+        transaction_pooler: bool = False,
+        engine_options: Mapping[str, Any] | None = None,
     ) -> None:
         if encryption is not None and not isinstance(encryption, Encryption):
             raise TypeError(f'encryption must be an Encryption(keys=...); got {type(encryption).__name__}.')
-        self.url = database_url(url)
+        if not isinstance(transaction_pooler, bool):
+            raise TypeError(f'transaction_pooler must be True or False; got {transaction_pooler!r}.')
+        if engine_options is not None and not isinstance(engine_options, Mapping):
+            raise TypeError(
+                f'engine_options must be a mapping of create_async_engine arguments; got {engine_options!r}.'
+            )
+        self.url, server = server_options(database_url(url), ServerOptions(transaction_pooler, engine_options or {}))
         self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
         self._conversation_processor = processor
         """Only one given: pydantic-ai's door then gets windows and summaries, and whole histories without."""
-        self._database = Database(self.url, migrate_empty=migrate, read_only=read_only, encryption=encryption)
+        self._database = Database(
+            self.url, migrate_empty=migrate, read_only=read_only, encryption=encryption, server=server
+        )
         self._runs = Runs(self._database)
 
     def __repr__(self) -> str:

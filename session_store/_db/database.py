@@ -20,7 +20,7 @@ from ..encryption import Encryption
 from ..errors import DatabaseLocked, SessionNotFound, StoreError
 from ..rows import SessionRow
 from . import schema
-from .engine import SQLITE_BEGIN, create_engine, create_threaded_engine, sqlite_path
+from .engine import SQLITE_BEGIN, ServerOptions, create_engine, create_threaded_engine, sqlite_path
 from .sealing import Sealer
 
 __all__ = ('Database', 'active_segment', 'find_session', 'is_locked')
@@ -52,11 +52,13 @@ class Database:
         migrate_empty: bool = True,
         read_only: bool = False,
         encryption: Encryption | None = None,
+        server: ServerOptions | None = None,
     ) -> None:
         self.url = url
         self.sealer = Sealer(encryption)
         """Seals the private values this store writes, and opens those it reads."""
-        self.engine: AsyncEngine = create_engine(url, read_only=read_only)
+        server = server or ServerOptions()
+        self.engine: AsyncEngine = create_engine(url, read_only=read_only, server=server)
         self.read_only = read_only
         self.backend = self.engine.dialect.name
         """`sqlite` or `postgresql`, as telemetry names it."""
@@ -64,7 +66,10 @@ class Database:
         self._readers = async_sessionmaker(self.engine, expire_on_commit=False)
         self._writer = self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
         self._writers = async_sessionmaker(self._writer, expire_on_commit=False)
-        self._autocommit = self.engine.execution_options(**_AUTOCOMMIT[self.backend])
+        # Behind a transaction pooler every statement runs in a transaction: outside one, the pooler may hand the
+        # statement's execution to another server connection than the one it was prepared on.
+        alone = {} if server.transaction_pooler else _AUTOCOMMIT[self.backend]
+        self._autocommit = self.engine.execution_options(**alone)
         self._threaded = create_threaded_engine(url, read_only=read_only)
         self._threaded_as = (
             None

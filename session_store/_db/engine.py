@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 __all__ = (
     'DEFAULT_URL',
+    'POOLER_PARAMETER',
     'SQLITE_BEGIN',
+    'ServerOptions',
     'create_engine',
     'create_threaded_engine',
     'database_url',
     'in_memory',
+    'server_options',
     'sqlite_path',
 )
 
@@ -70,19 +76,89 @@ def sqlite_path(url: URL) -> Path | None:
     return Path(url.database)
 
 
-def create_engine(url: URL, *, read_only: bool = False) -> AsyncEngine:
+@dataclass(frozen=True)
+class ServerOptions:
+    """How the store reaches a PostgreSQL server: behind a pooler or not, and SQLAlchemy's engine settings."""
+
+    transaction_pooler: bool = False
+    """The server is reached through a pooler in transaction mode (PgBouncer's `pool_mode = transaction`, most
+    managed poolers), which hands each transaction whichever server connection is free: no prepared statement
+    may outlive its transaction, and every statement runs inside one."""
+    engine_options: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    """More keyword arguments for SQLAlchemy's `create_async_engine` (`pool_size`, `pool_recycle`, ...)."""
+
+
+POOLER_PARAMETER = 'transaction_pooler'
+"""The URL query parameter that says `transaction_pooler=true`, for a URL given on the command line."""
+
+_ASYNCPG_NUMBERS: dict[str, type[int] | type[float]] = {
+    # asyncpg's connect() takes these as numbers; from a URL's query they would reach it as text.
+    'statement_cache_size': int,
+    'max_cached_statement_lifetime': int,
+    'max_cacheable_statement_size': int,
+    'command_timeout': float,
+    'timeout': float,
+    'prepared_statement_cache_size': int,
+}
+
+
+def server_options(url: URL, given: ServerOptions) -> tuple[URL, ServerOptions]:
+    """`url` without the query parameters the store reads itself, and the options they and `given` make.
+
+    Raises:
+        ValueError: A query parameter that is not the number or boolean it must be.
+    """
+    query = dict(url.query)
+    pooler = given.transaction_pooler
+    if POOLER_PARAMETER in query:
+        flag = str(query.pop(POOLER_PARAMETER)).lower()
+        if flag not in ('true', 'false', '1', '0'):
+            raise ValueError(f'The URL parameter {POOLER_PARAMETER} must be true or false; got {flag!r}.')
+        pooler = pooler or flag in ('true', '1')
+    connect_args: dict[str, Any] = {}
+    for name, kind in _ASYNCPG_NUMBERS.items():
+        if name in query:
+            text = query.pop(name)
+            try:
+                connect_args[name] = kind(str(text))
+            except ValueError:
+                raise ValueError(f'The URL parameter {name} must be a number; got {text!r}.') from None
+    options = dict(given.engine_options)
+    if connect_args:
+        options['connect_args'] = {**connect_args, **options.get('connect_args', {})}
+    return url.set(query=query), ServerOptions(pooler, options)
+
+
+def create_engine(url: URL, *, read_only: bool = False, server: ServerOptions | None = None) -> AsyncEngine:
     """An async engine for `url`; on SQLite, in WAL mode with explicit, optionally IMMEDIATE, transactions.
 
     `read_only` opens a SQLite file read-only (so review works on read-only media and never creates a
-    file); on PostgreSQL it makes every transaction read-only.
+    file); on PostgreSQL it makes every transaction read-only. `server` says how a PostgreSQL server is reached.
     """
     if url.drivername != 'sqlite+aiosqlite':
-        if read_only:
-            return create_async_engine(url, execution_options={'postgresql_readonly': True})
-        return create_async_engine(url)
+        return _postgresql_engine(url, read_only, server or ServerOptions())
     engine = create_async_engine(_sqlite_file_url(url, read_only), **_SQLITE_ENGINE_OPTIONS)
     _tune(engine.sync_engine, read_only)
     return engine
+
+
+def _postgresql_engine(url: URL, read_only: bool, server: ServerOptions) -> AsyncEngine:
+    options = dict(server.engine_options)
+    connect_args = dict(options.pop('connect_args', {}))
+    if server.transaction_pooler:
+        # No statement cache on either side, and a name of its own for every statement prepared, so that no
+        # two client connections' statements meet on one server connection, and none is looked for after its
+        # transaction ended.
+        connect_args.setdefault('statement_cache_size', 0)
+        connect_args.setdefault('prepared_statement_cache_size', 0)
+        connect_args.setdefault('prepared_statement_name_func', _statement_name)
+    if read_only:
+        options['execution_options'] = {**options.get('execution_options', {}), 'postgresql_readonly': True}
+    return create_async_engine(url, connect_args=connect_args, **options)
+
+
+def _statement_name() -> str:
+    return f'__session_store_{uuid.uuid4().hex}__'
 
 
 def create_threaded_engine(url: URL, *, read_only: bool = False) -> Engine | None:
