@@ -12,7 +12,9 @@ from .errors import (
     SchemaMismatch,
     SessionConflict,
     SessionNotFound,
+    StorageFull,
     StoreError,
+    StoreUnavailable,
     SummarizerFailed,
 )
 from .exports import ExportedSegment, ExportedSummary, SessionExport
@@ -43,7 +45,9 @@ __all__ = (
     'SessionNotFound',
     'SessionStore',
     'SessionWindow',
+    'StorageFull',
     'StoreError',
+    'StoreUnavailable',
     'StoredSummary',
     'SummarizerFailed',
     'WindowProcessor',

@@ -15,7 +15,9 @@ __all__ = (
     'SchemaMismatch',
     'SessionConflict',
     'SessionNotFound',
+    'StorageFull',
     'StoreError',
+    'StoreUnavailable',
     'SummarizerFailed',
 )
 
@@ -57,6 +59,39 @@ class DatabaseLocked(StoreError):
         super().__init__(
             f'Session {session_id!r}: the SQLite database stayed locked by other writers through {tries} tries; '
             'nothing was written. Try again, or move to PostgreSQL for many concurrent writers.'
+        )
+        self.session_id = session_id
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached, or the connection to it was lost, and one more try on a fresh connection
+    failed too: the server is down, restarting or failing over. Nothing of the call was stored (where a write's
+    outcome could not be known, the message says so). Calls work again as soon as the server is back."""
+
+    def __init__(self, database: str, session_id: str | None, detail: str, *, stored: bool | None = False) -> None:
+        about = '' if session_id is None else f'Session {session_id!r}: '
+        outcome = {
+            False: 'nothing was stored',
+            None: 'the write may or may not have been stored (the next read of the session shows which)',
+            True: 'the write was stored',
+        }[stored]
+        super().__init__(
+            f'{about}the database at {database} cannot be reached ({detail}); {outcome}. The next call tries '
+            'again on a fresh connection: retry once the server is back.'
+        )
+        self.session_id = session_id
+        self.stored = stored
+
+
+class StorageFull(StoreError):
+    """The database's disk is full: the write was rolled back whole. Reads still work; writes work again once space
+    is freed, on the same store."""
+
+    def __init__(self, database: str, session_id: str | None, detail: str) -> None:
+        about = '' if session_id is None else f'Session {session_id!r}: '
+        super().__init__(
+            f'{about}the database at {database} has no space left ({detail}); nothing was stored. Free some disk '
+            'space, then try again: the store keeps working.'
         )
         self.session_id = session_id
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -32,11 +33,13 @@ from ._history.runs import Runs
 from ._history.turns import Turn
 from ._history.windows import WindowProcessor
 from ._ids import new_token
-from .errors import SummarizerFailed
+from .errors import StoreError, SummarizerFailed
 from .recall import Recall, recall_toolset
 from .results import Branch, StoredSummary
 
 __all__ = ('Session',)
+
+logger = logging.getLogger(__name__)
 
 _DEFERRED = pydantic.TypeAdapter(DeferredToolRequests)
 _RESERVED = ('message_history', 'conversation')
@@ -203,12 +206,24 @@ class Session:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            await release_lease(self._database, self.session_id, owner)
+            try:
+                await release_lease(self._database, self.session_id, owner)
+            except StoreError as error:
+                # Never in place of what the run itself raised or returned (a run stored is stored): the lease
+                # lapses on its own within LEASE_TTL, and a waiting writer takes it then.
+                logger.warning(
+                    'Session %r: its lease could not be released (%s); it lapses by itself.', self.session_id, error
+                )
 
     async def _keep_lease(self, owner: str) -> None:
+        """Renew the lease while the run goes on; a renewal that fails (the server away a moment) is tried again at
+        the next beat, never raised into the run: the run's own write checks the revision anyway."""
         while True:
             await asyncio.sleep(LEASE_TTL.total_seconds() / 3)
-            await renew_lease(self._database, self.session_id, owner)
+            try:
+                await renew_lease(self._database, self.session_id, owner)
+            except StoreError as error:
+                logger.warning('Session %r: its lease could not be renewed (%s); trying again.', self.session_id, error)
 
     def _check_context_managers(self, agent: Agent[Any, Any], kwargs: dict[str, Any]) -> None:
         """Refuse a run in which a context manager other than the session's own copy would compact requests:

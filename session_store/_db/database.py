@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from .._ids import check_id
 from ..encryption import Encryption
-from ..errors import DatabaseLocked, SessionNotFound, StoreError
+from ..errors import DatabaseLocked, SessionNotFound, StorageFull, StoreError, StoreUnavailable
 from ..rows import SessionRow
 from . import schema
 from .engine import SQLITE_BEGIN, ServerOptions, create_engine, create_threaded_engine, sqlite_path
+from .faults import Fault, fault_of
 from .sealing import Sealer
 
-__all__ = ('Database', 'active_segment', 'find_session', 'is_locked')
+__all__ = ('Database', 'active_segment', 'find_session')
 
 T = TypeVar('T')
 
@@ -103,14 +102,16 @@ class Database:
                 path = sqlite_path(self.url)
                 if self.read_only and path is not None and not path.exists():
                     raise StoreError(f'No database file at {path}: a read-only store opens only an existing one.')
-                revision = await self._run(schema.stamped_revision, transaction=False)
+                revision = await self._attempts(None, lambda: self._run(schema.stamped_revision, transaction=False))
                 if revision != schema.SCHEMA_REVISION:
-                    await schema.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
+                    await self._attempts(
+                        None, lambda: schema.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
+                    )
                 self._checked = True
 
     async def migrate(self) -> None:
         """Upgrade the schema to this version's head revision, then check it."""
-        await schema.upgrade(self.engine)
+        await self._attempts(None, lambda: schema.upgrade(self.engine))
         self._checked = False
         await self.ready()
 
@@ -124,42 +125,63 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        """An ORM session for reads, on a checked schema."""
+        """An ORM session for reads, on a checked schema.
+
+        On PostgreSQL a connection is tried first (one `SELECT 1`, once more on a fresh connection if it was
+        lost), so the first read after a server restart gets a live one rather than failing on a stale one.
+        """
         await self.ready()
+        if self.backend == 'postgresql':
+            await self._attempts(None, self._ping)
         async with self._readers() as db:
-            yield db
+            try:
+                yield db
+            except Exception as error:
+                raise self._translated(error, None) from error
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
         """A plain async connection, each statement on its own (no transaction around them)."""
         await self.ready()
-        async with self._autocommit.connect() as db:
-            yield db
+        try:
+            async with self._autocommit.connect() as db:
+                yield db
+        except Exception as error:
+            raise self._translated(error, None) from error
 
     async def write(self, session_id: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-        """Run `work` in a write transaction (an ORM session), retrying while SQLite reports its lock taken.
+        """Run `work` in a write transaction (an ORM session), retrying while SQLite reports its lock taken, and
+        once on a fresh connection when the connection was lost before `work` was done (never while it commits:
+        then whether it was stored can't be known, and `StoreUnavailable` says so).
 
         WAL and the busy timeout make most writers wait their turn; a transaction that read before
         writing can still be refused at once, and is safe to run again from the start.
         """
+        done: list[bool] = []
 
         async def attempt() -> T:
+            done.clear()
             async with self._writers() as db, db.begin():
-                return await work(db)
+                result = await work(db)
+                done.append(True)
+                return result
 
-        return await self._retrying(session_id, attempt)
+        return await self._attempts(session_id, attempt, committing=lambda: bool(done))
 
-    async def statements(self, work: Callable[[Connection], T]) -> T:
+    async def statements(self, work: Callable[[Connection], T], *, session_id: str | None = None) -> T:
         """Run `work`'s statements each on its own, no transaction around them: reads, and writes of one
-        statement (atomic by itself). One hop, however many statements `work` runs."""
+        statement (atomic by itself). One hop, however many statements `work` runs; once more on a fresh
+        connection if the connection was lost, so `work` must be safe to run again (a write under a revision
+        check is: its second run finds the revision moved)."""
         await self.ready()
-        return await self._run(work, transaction=False)
+        return await self._attempts(session_id, lambda: self._run(work, transaction=False))
 
     async def transaction(self, session_id: str, work: Callable[[Connection], T]) -> T:
-        """Run `work` in one write transaction, committed when it returns, rolled back if it raises; on
-        SQLite retried from the start while its lock is refused, so `work` may run more than once."""
+        """Run `work` in one write transaction, committed when it returns, rolled back if it raises; retried from
+        the start while SQLite's lock is refused, and once on a fresh connection if the connection was lost, so
+        `work` may run more than once and must be safe to (a write under a revision check is)."""
         await self.ready()
-        return await self._retrying(session_id, lambda: self._run(work, transaction=True))
+        return await self._attempts(session_id, lambda: self._run(work, transaction=True))
 
     async def _run(self, work: Callable[[Connection], T], *, transaction: bool) -> T:
         if self._threaded_as is None:
@@ -177,23 +199,60 @@ class Database:
         async with self._writer.begin() as connection:
             return await connection.run_sync(work)
 
-    async def _retrying(self, session_id: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        await self.ready()
+    async def _ping(self) -> None:
+        async with self._autocommit.connect() as connection:
+            await connection.execute(_PING)
+
+    async def _attempts(
+        self,
+        session_id: str | None,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        committing: Callable[[], bool] = lambda: False,
+    ) -> T:
+        """`attempt()`, tried again while SQLite refuses its lock, and once more when the connection was lost
+        (unless `committing()` says the loss came as it committed); any expected fault as the store's own error."""
+        lost = False
         for tried in range(1, _LOCKED_TRIES + 1):
             try:
                 return await attempt()
-            except (OperationalError, sqlite3.OperationalError) as error:
-                if not is_locked(getattr(error, 'orig', error)):
-                    raise
-                await self._locked(session_id, tried)
+            except Exception as error:
+                fault = fault_of(error)
+                if fault is Fault.LOCKED:
+                    await self._locked(session_id, tried)
+                    continue
+                if fault is Fault.LOST and not lost and not committing():
+                    lost = True  # a stale pooled connection, found dead: SQLAlchemy has replaced the pool's
+                    continue
+                raise self._translated(error, session_id, stored=None if committing() else False) from error
         raise AssertionError('unreachable')
 
-    async def _locked(self, session_id: str, attempt: int) -> None:
+    def _translated(self, error: Exception, session_id: str | None, *, stored: bool | None = False) -> Exception:
+        """`error` as the store's own error when it is an expected fault; itself otherwise."""
+        fault = fault_of(error)
+        detail = _first_line(error)
+        if fault is Fault.LOST:
+            return StoreUnavailable(self.display_url, session_id, detail, stored=stored)
+        if fault is Fault.FULL:
+            return StorageFull(self.display_url, session_id, detail)
+        if fault is Fault.LOCKED:
+            return DatabaseLocked(session_id or '(the store)', 1)
+        return error
+
+    async def _locked(self, session_id: str | None, attempt: int) -> None:
         """Wait a little before trying a refused write again; give up after the last try, saying so."""
         if attempt == _LOCKED_TRIES:
-            raise DatabaseLocked(session_id, _LOCKED_TRIES) from None
+            raise DatabaseLocked(session_id or '(the store)', _LOCKED_TRIES) from None
         await asyncio.sleep(0.01 * attempt * (0.5 + random.random()))
 
+
+def _first_line(error: BaseException) -> str:
+    cause = getattr(error, 'orig', None) or error
+    text = str(cause).strip().splitlines()
+    return f'{type(cause).__name__}: {text[0]}' if text else type(cause).__name__
+
+
+_PING = text('SELECT 1')
 
 _THREADS = 8
 """Worker threads per SQLite store: as many hot-path transactions and reads at once (WAL serializes the writes)."""
@@ -220,11 +279,6 @@ async def _finished(running: Awaitable[T]) -> T:
     except asyncio.CancelledError:
         await asyncio.wait([future])
         raise
-
-
-def is_locked(error: BaseException) -> bool:
-    """Whether `error` is SQLite refusing its lock, which a write may retry from the start."""
-    return isinstance(error, sqlite3.OperationalError) and 'locked' in str(error)
 
 
 async def find_session(db: AsyncSession, session_id: str, scope: str | None) -> SessionRow:

@@ -9,7 +9,8 @@ this version doesn't know (made by a newer session-store) is refused.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import AsyncIterator
+from contextlib import ExitStack, asynccontextmanager
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -21,7 +22,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, String, column, inspect, select, table, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import SchemaMismatch
 from .engine import SQLITE_BEGIN, in_memory
@@ -74,18 +75,26 @@ _MIGRATION_LOCK = 7_240_331
 
 
 async def upgrade(engine: AsyncEngine) -> None:
-    """Bring the schema to `head_revision()`, safely when several processes try at once.
+    """Bring the schema to `head_revision()`, safely when several processes try at once (see `_migrating`)."""
+    async with _migrating(engine) as connection:
+        await connection.run_sync(_upgrade)
 
-    One transaction holds the migration lock (SQLite's write lock, taken IMMEDIATE; a PostgreSQL
-    advisory lock), so a second migrator waits, then finds the schema current and does nothing.
-    """
+
+def _upgrade(connection: Connection) -> None:
+    command.upgrade(_config(connection), 'head')
+
+
+@asynccontextmanager
+async def _migrating(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """One transaction holding the migration lock: SQLite's write lock, taken IMMEDIATE, or a PostgreSQL advisory
+    lock. A second process waits for the first to commit, then reads the schema it made."""
     async with engine.connect() as connection:
         if engine.dialect.name == 'sqlite':
             connection = await connection.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
         async with connection.begin():
             if engine.dialect.name == 'postgresql':
                 await connection.execute(text('SELECT pg_advisory_xact_lock(:key)'), {'key': _MIGRATION_LOCK})
-            await connection.run_sync(lambda sync: command.upgrade(_config(sync), 'head'))
+            yield connection
 
 
 async def revision(engine: AsyncEngine) -> str | None:
@@ -110,17 +119,26 @@ def stamped_revision(connection: Connection) -> str | None:
 
 
 async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = True) -> None:
-    """Migrate an empty database; refuse one at any other revision than ours, saying what to do."""
-    async with engine.connect() as connection:
-        revision, has_tables = await connection.run_sync(_state)
+    """Migrate an empty database; refuse one at any other revision than ours, saying what to do.
+
+    With `migrate_empty`, the revision and the tables are read under the migration lock, in the transaction that
+    migrates: several processes opening one empty database at once find it either empty (the first, which
+    migrates) or migrated (the others, once it committed), never half-made.
+    """
+    if migrate_empty:
+        async with _migrating(engine) as connection:
+            revision, has_tables = await connection.run_sync(_state)
+            if revision is None and not has_tables:
+                await connection.run_sync(_upgrade)
+                return
+    else:
+        async with engine.connect() as connection:
+            revision, has_tables = await connection.run_sync(_state)
     head = head_revision()
     shown = url.render_as_string(hide_password=True)
     if revision == head:
         return
     if revision is None and not has_tables:
-        if migrate_empty:
-            await upgrade(engine)
-            return
         if in_memory(url):
             raise SchemaMismatch(
                 'An in-memory SQLite database starts empty with every connection, so there is nothing to read. '

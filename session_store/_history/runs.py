@@ -39,7 +39,7 @@ from .._db.database import Database
 from .._db.sealing import Vault
 from .._ids import check_id, new_token
 from .._telemetry import span
-from ..errors import SessionConflict, SessionNotFound
+from ..errors import SessionConflict, SessionNotFound, StoreUnavailable
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 from .archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
 from .records import Entry, LoadedWindow, RunRecord
@@ -117,6 +117,8 @@ HEAD = select(
 
 _RELOAD = 'Load the conversation again and retry.'
 
+_REVISION = select(_sessions.c.revision).where(_sessions.c.pk == bindparam('pk'))
+
 
 _Rows = Sequence[Sequence[Any]]
 
@@ -171,10 +173,27 @@ class Runs:
         """
         revision = revision or new_token()
         record = _opened_at_compaction(loaded, record)
-        stored = await _write_run(self.database, session_id, loaded, record, revision)
+        try:
+            stored = await _write_run(self.database, session_id, loaded, record, revision)
+        except (SessionConflict, StoreUnavailable) as error:
+            # A write retried after its connection was lost (or lost as it committed) may have landed the first
+            # time: the session then carries this run's own revision, which no other writer could have made.
+            if isinstance(error, StoreUnavailable) and error.stored is False:
+                raise
+            if await self._revision_of(loaded.session_pk) != revision:
+                raise
+            self.windows.put(session_id, None)
+            return StoredRun([], [], dump_usage(record.usage))
         cached = self.windows.at(session_id, loaded.session_pk, loaded.revision)
         self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored))
         return stored
+
+    async def _revision_of(self, session_pk: int) -> str | None:
+        """The session's revision now; `None` when it can't be read either (the server still away)."""
+        try:
+            return await self.database.statements(lambda db: db.execute(_REVISION, {'pk': session_pk}).scalar())
+        except StoreUnavailable:
+            return None
 
     def window_at(self, session_id: str, revision: str, processor: WindowProcessor) -> LoadedWindow | None:
         """The session's window as kept in memory, if it is the one at `revision` (read just now by the caller,
@@ -450,7 +469,7 @@ async def _write_run(
         summaries=len(record.summaries),
     ):
         if postgresql and not summaries:  # one statement, atomic on its own
-            summary_pks = await database.statements(append)
+            summary_pks = await database.statements(append, session_id=session_id)
         else:
             summary_pks = await database.transaction(session_id, append)
     return StoredRun(summary_pks, [row['entry_id'] for row in rows], usage)
