@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
+import pydantic_core
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.usage import RunUsage
 
@@ -31,7 +32,18 @@ _USAGE = pydantic.TypeAdapter(RunUsage)
 
 
 def dump_message(message: ModelMessage) -> str:
-    return _MESSAGE.dump_json(message).decode()
+    """`message` as the JSON a row holds.
+
+    Raises:
+        ValueError: It can't be stored: text no database can hold (a lone surrogate), or a value JSON can't hold.
+    """
+    try:
+        return _MESSAGE.dump_json(message).decode()
+    except pydantic_core.PydanticSerializationError as error:
+        raise ValueError(
+            f'A {message.kind} of the run cannot be stored ({str(error).splitlines()[0]}); nothing of the run was '
+            'stored. Text must be valid Unicode (no lone surrogates), and every value JSON-serializable.'
+        ) from None
 
 
 def load_message(payload: str | bytes) -> ModelMessage:

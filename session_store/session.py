@@ -26,8 +26,9 @@ from processors import (
 )
 from processors.stored_conversations import unkept
 
+from ._arguments import check_user_prompt
 from ._history.branches import last_prompt_position, list_branches, rewind, switch
-from ._history.leases import LEASE_TTL, acquire_lease, release_lease, renew_lease
+from ._history.leases import Leases
 from ._history.review import read_history, read_summaries
 from ._history.runs import Runs
 from ._history.turns import Turn
@@ -62,6 +63,7 @@ class Session:
     def __init__(
         self,
         runs: Runs,
+        leases: Leases,
         session_id: str,
         *,
         scope: str | None,
@@ -76,6 +78,7 @@ class Session:
                 'SummarizationProcessor or a ContextManagerCapability (or their capabilities, such as Summarization).'
             )
         self._runs = runs
+        self._leases = leases
         self._database = runs.database
         self.session_id = session_id
         self.scope = scope
@@ -177,6 +180,7 @@ class Session:
         for name in _RESERVED:
             if name in kwargs:
                 raise TypeError(f'Session runs take their history from the store; do not pass {name}=.')
+        check_user_prompt(user_prompt)
         self._check_context_managers(agent, kwargs)
         async with self._hold():
             if rewind_to is not None:
@@ -198,7 +202,7 @@ class Session:
             yield
             return
         owner = new_token()
-        await acquire_lease(self._database, self.session_id, owner, timeout=self.timeout)
+        await self._leases.acquire(self.session_id, owner, timeout=self.timeout)
         heartbeat = asyncio.create_task(self._keep_lease(owner))
         try:
             yield
@@ -207,21 +211,19 @@ class Session:
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             try:
-                await release_lease(self._database, self.session_id, owner)
+                await self._leases.release(self.session_id, owner)
             except StoreError as error:
-                # Never in place of what the run itself raised or returned (a run stored is stored): the lease
-                # lapses on its own within LEASE_TTL, and a waiting writer takes it then.
-                logger.warning(
-                    'Session %r: its lease could not be released (%s); it lapses by itself.', self.session_id, error
-                )
+                # Never in place of what the run itself raised or returned (a run stored is stored): this store's
+                # next run on the session takes the lease over, and for others it lapses within LEASE_TTL.
+                logger.warning('Session %r: its lease could not be released now (%s).', self.session_id, error)
 
     async def _keep_lease(self, owner: str) -> None:
         """Renew the lease while the run goes on; a renewal that fails (the server away a moment) is tried again at
         the next beat, never raised into the run: the run's own write checks the revision anyway."""
         while True:
-            await asyncio.sleep(LEASE_TTL.total_seconds() / 3)
+            await asyncio.sleep(self._leases.ttl.total_seconds() / 3)
             try:
-                await renew_lease(self._database, self.session_id, owner)
+                await self._leases.renew(self.session_id, owner)
             except StoreError as error:
                 logger.warning('Session %r: its lease could not be renewed (%s); trying again.', self.session_id, error)
 

@@ -18,11 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from processors import SlidingWindowProcessor
 
+from ._arguments import check_count, check_seconds
 from ._codec import now
 from ._db.database import Database
 from ._db.engine import DEFAULT_URL, ServerOptions, database_url, server_options
 from ._history.archive import open_session, write_metadata
 from ._history.branches import fork
+from ._history.leases import Leases
 from ._history.review import list_sessions, read_history, read_summaries
 from ._history.runs import Runs
 from ._history.search import search
@@ -40,6 +42,12 @@ from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, S
 from .session import Session
 
 __all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
+
+
+def _check_page(offset: int, limit: int | None) -> None:
+    check_count(offset, 'offset')
+    if limit is not None:
+        check_count(limit, 'limit')
 
 
 class SessionStore:
@@ -95,6 +103,7 @@ class SessionStore:
             self.url, migrate_empty=migrate, read_only=read_only, encryption=encryption, server=server
         )
         self._runs = Runs(self._database)
+        self._leases = Leases(self._database)
 
     def __repr__(self) -> str:
         return f'SessionStore({self.display_url!r})'
@@ -164,10 +173,14 @@ class SessionStore:
         check_id(session_id)
         if scope is not None:
             check_id(scope, 'scope')
+        if not isinstance(wait, bool):
+            raise TypeError(f'wait must be True or False; got {wait!r}.')
+        check_seconds(timeout, 'timeout')
         with span('open_session', self._database.backend, session_id):
             await open_session(self._database, session_id, scope)
         return Session(
             self._runs,
+            self._leases,
             session_id,
             scope=scope,
             processor=processor or self.processor,
@@ -183,6 +196,7 @@ class SessionStore:
 
         `offset` skips that many of them and `limit` keeps at most that many, for reading the list page by page.
         """
+        _check_page(offset, limit)
         return await list_sessions(self._database, scope=scope, limit=limit, offset=offset)
 
     async def set_metadata(self, session_id: str, metadata: dict[str, Any], *, scope: str | None = None) -> None:
@@ -207,6 +221,7 @@ class SessionStore:
 
         It reads the active path, or with `branch` (a `Branch.tip` from `Session.branches()`) that branch's.
         """
+        _check_page(offset, limit)
         return await read_history(self._database, session_id, scope=scope, offset=offset, limit=limit, branch=branch)
 
     async def summaries(self, session_id: str, *, scope: str | None = None) -> list[StoredSummary]:

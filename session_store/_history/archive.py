@@ -136,7 +136,8 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
 async def write_metadata(database: Database, session_id: str, scope: str | None, metadata: dict[str, Any]) -> None:
     """Replace a session's metadata, sealed under its key when the store encrypts."""
     try:
-        valid = isinstance(metadata, dict) and json.loads(json.dumps(metadata)) == metadata
+        # allow_nan=False: JSON has no NaN or infinity, and PostgreSQL refuses them where Python would write them.
+        valid = isinstance(metadata, dict) and json.loads(json.dumps(metadata, allow_nan=False)) == metadata
     except (TypeError, ValueError):
         valid = False
     if not valid:

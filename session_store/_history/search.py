@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import message_text
 
+from .._arguments import check_count, check_text
 from .._db.database import Database, find_session
 from .._db.fulltext import rank_by_words, words
 from .._db.sealing import Sealer
@@ -46,8 +47,8 @@ async def search(
     """Messages matching `text`; see `SessionStore.search`. An unknown `session_id` is `SessionNotFound`."""
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_SEARCH or '\x00' in text:
         raise ValueError(f'search text must be a string of 1 to {MAX_SEARCH} characters, without NUL.')
-    if limit < 1:
-        raise ValueError(f'limit must be >= 1; got {limit}.')
+    check_text(text, 'text')
+    check_count(limit, 'limit', minimum=1)
     if match not in ('phrase', 'words'):
         raise ValueError(f"match must be 'phrase' or 'words'; got {match!r}.")
     if branches not in ('active', 'all'):
