@@ -48,7 +48,7 @@ async def test_bad_arguments_name_their_parameter_and_store_nothing(store_factor
     with pytest.raises(ValueError, match='text holds a lone surrogate'):
         await store.search('\ud800')
     result = await agent.run('bad \ud800 prompt', conversation=Conversation(conversation_id='c'))
-    with pytest.raises(ValueError, match='cannot be stored .*surrogates not allowed.*nothing of the run was stored'):
+    with pytest.raises(ValueError, match=r'cannot be stored .*surrogates not allowed.*nothing of the run was stored'):
         await store.conversations.save(result)
     assert await store.conversations.load('c') is None
     assert await store.history('s') == stored
