@@ -18,8 +18,9 @@ from _store_measuring import PEER_MISSING, print_target, rate, versus
 
 from session_store import SessionStore
 
-TARGET_APPEND = 3.0
-"""Our store_run's throughput at least this many times the peer's add_items at equal durability."""
+TARGET_APPEND = {'SQLite': 2.0, 'PostgreSQL': 1.5}
+"""Our store_run's throughput at least this many times the peer's add_items at equal durability, by backend
+(issue 19: the search index stays in the write transaction, and the earlier 3 x is withdrawn)."""
 
 
 @dataclass(frozen=True)
@@ -231,8 +232,8 @@ def print_append(results: AppendResults, turns: int, backend: str) -> None:
     print_target(
         backend,
         'store_run',
-        TARGET_APPEND,
-        "the peer's add_items at equal durability",
+        TARGET_APPEND[backend],
+        "the peer's add_items at equal durability" + (' (synchronous=NORMAL)' if results.peer_normal else ''),
         None if equal is None else ours.store / equal.store,
         at_least=True,
     )

@@ -44,6 +44,10 @@ input items (a user message, a `function_call`, a `function_call_output`, an ass
      equal durability. On PostgreSQL durability is the server's, the same for both.
      The contenders append turn by turn in alternation, so load from other processes on the machine
      falls on each alike.
+   Target (issue 19), printed as a ratio, met or MISSED: our `store_run` >= 2 x the peer's `add_items` at
+   equal durability on SQLite (the peer with `synchronous=NORMAL`), >= 1.5 x on PostgreSQL. The search
+   index stays in our write transaction (a stored message is searchable at once); the earlier 3 x is
+   withdrawn.
 
 2. Opening a session and building its window, with 100, 10k and 100k archived messages. Ours holds the
    archive of a summarizing session: a summary chain (one summary per 80 messages, each extending the
@@ -83,10 +87,9 @@ input items (a user message, a `function_call`, a `function_call_output`, an ass
    - what the store adds to a run: `session.run(agent, prompt)` minus `agent.run(prompt)` on the same
      window with the same window capability and nothing stored, against the peer's
      `get_items(limit=20)` + `add_items(4 items)`.
-   On SQLite the peer runs with `synchronous=NORMAL`, ours' setting (equal durability).
-   Each target is printed as a ratio, met or MISSED: warm read <= 1.0 x, first open <= 1.5 x, the store's
-   share of a run <= 0.5 x the peer's; and in 1., our `store_run` >= 3 x the peer's `add_items` at equal
-   durability.
+   On SQLite the peer runs with `synchronous=NORMAL`, ours' setting (equal durability). Issue 19's targets,
+   each printed as a ratio, met or MISSED: warm read <= 1.0 x the peer's `get_items(limit=20)`, first open
+   <= 1.5 x the peer's, what the store adds to a run <= 0.5 x the peer's `get_items(limit=20)` + `add_items`.
 
 This file is the command: its arguments, the header, each backend's parts in order. The parts and what
 they share live beside it, each module named for what it holds:
