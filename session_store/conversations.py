@@ -216,7 +216,9 @@ class SQLConversationStore(ConversationStore):
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         """The conversation's session row as a record, with its head, in one SELECT; `None` if there is none."""
         check_id(conversation_id)
-        found = await self._database.statements(lambda db: db.execute(_RECORD, {'session_id': conversation_id}).first())
+        found = await self._database.statements(
+            lambda db: db.execute(_RECORD, {'session_id': conversation_id}).first(), session_id=conversation_id
+        )
         if found is None:
             self._heads.put(conversation_id, None)
             return None

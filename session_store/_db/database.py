@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -65,10 +66,10 @@ class Database:
         self._readers = async_sessionmaker(self.engine, expire_on_commit=False)
         self._writer = self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
         self._writers = async_sessionmaker(self._writer, expire_on_commit=False)
-        # Behind a transaction pooler every statement runs in a transaction: outside one, the pooler may hand the
-        # statement's execution to another server connection than the one it was prepared on.
-        alone = {} if server.transaction_pooler else _AUTOCOMMIT[self.backend]
-        self._autocommit = self.engine.execution_options(**alone)
+        self._alone = self._statements_engine(url, read_only, server)
+        """Runs statements each on its own: on PostgreSQL an engine of its own in AUTOCOMMIT (a pool apart, so no
+        connection's isolation level is switched and switched back on every checkout)."""
+        self._autocommit = self._alone or self.engine.execution_options(**_AUTOCOMMIT[self.backend])
         self._threaded = create_threaded_engine(url, read_only=read_only)
         self._threaded_as = (
             None
@@ -78,15 +79,24 @@ class Database:
                 for transaction in (True, False)
             }
         )
-        self._threads: ThreadPoolExecutor | None = None
         self._checked = False
         self._check_lock = asyncio.Lock()
+
+    def _statements_engine(self, url: URL, read_only: bool, server: ServerOptions) -> AsyncEngine | None:
+        # Behind a transaction pooler every statement runs in a transaction: outside one, the pooler may hand the
+        # statement's execution to another server connection than the one it was prepared on.
+        if self.backend != 'postgresql' or server.transaction_pooler:
+            return None
+        # No pre-ping on the hot path's own engine: a connection found dead is replaced and the call tried again.
+        alone = ServerOptions(False, {'pool_pre_ping': False, **server.engine_options, 'isolation_level': 'AUTOCOMMIT'})
+        return create_engine(url, read_only=read_only, server=alone)
 
     @property
     def sync_engines(self) -> list[Engine]:
         """Every engine that sends this store's statements, as SQLAlchemy's events see them: the async engine's
-        synchronous core, and on a SQLite file the hot path's own engine."""
-        return [self.engine.sync_engine, *([self._threaded] if self._threaded is not None else [])]
+        synchronous core, PostgreSQL's statements-alone engine, and on a SQLite file the hot path's own engine."""
+        others = [engine for engine in (self._alone.sync_engine if self._alone else None, self._threaded) if engine]
+        return [self.engine.sync_engine, *others]
 
     @property
     def display_url(self) -> str:
@@ -117,22 +127,19 @@ class Database:
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self._alone is not None:
+            await self._alone.dispose()
         if self._threaded is not None:
-            threads, self._threads = self._threads, None
-            if threads is not None:
-                await asyncio.to_thread(threads.shutdown)
             self._threaded.dispose()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
         """An ORM session for reads, on a checked schema.
 
-        On PostgreSQL a connection is tried first (one `SELECT 1`, once more on a fresh connection if it was
-        lost), so the first read after a server restart gets a live one rather than failing on a stale one.
+        On PostgreSQL the ORM's engine pings each connection it hands out (SQLAlchemy's `pool_pre_ping`), so the
+        first read after a server restart gets a live one rather than failing on a stale one.
         """
         await self.ready()
-        if self.backend == 'postgresql':
-            await self._attempts(None, self._ping)
         async with self._readers() as db:
             try:
                 yield db
@@ -186,11 +193,9 @@ class Database:
     async def _run(self, work: Callable[[Connection], T], *, transaction: bool) -> T:
         if self._threaded_as is None:
             return await _finished(self._run_async(work, transaction))
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(_THREADS, thread_name_prefix='session-store-sqlite')
         engine = self._threaded_as[transaction]
         loop = asyncio.get_running_loop()
-        return await _finished(loop.run_in_executor(self._threads, _run_on, engine, work, transaction))
+        return await _finished(loop.run_in_executor(_worker_threads(), _run_on, engine, work, transaction))
 
     async def _run_async(self, work: Callable[[Connection], T], transaction: bool) -> T:
         if not transaction:
@@ -198,10 +203,6 @@ class Database:
                 return await connection.run_sync(work)
         async with self._writer.begin() as connection:
             return await connection.run_sync(work)
-
-    async def _ping(self) -> None:
-        async with self._autocommit.connect() as connection:
-            await connection.execute(_PING)
 
     async def _attempts(
         self,
@@ -252,10 +253,15 @@ def _first_line(error: BaseException) -> str:
     return f'{type(cause).__name__}: {text[0]}' if text else type(cause).__name__
 
 
-_PING = text('SELECT 1')
-
 _THREADS = 8
-"""Worker threads per SQLite store: as many hot-path transactions and reads at once (WAL serializes the writes)."""
+"""Worker threads for SQLite's hot path, shared by the process's stores: as many transactions and reads at once
+(WAL serializes the writes). Shared, so a store opened later finds them started."""
+
+
+@functools.cache
+def _worker_threads() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(_THREADS, thread_name_prefix='session-store-sqlite')
+
 
 _AUTOCOMMIT: dict[str, dict[str, Any]] = {
     # SQLite's driver runs each statement in its own transaction when none is begun (see `engine`).

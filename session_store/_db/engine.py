@@ -154,6 +154,9 @@ def _postgresql_engine(url: URL, read_only: bool, server: ServerOptions) -> Asyn
         connect_args.setdefault('prepared_statement_name_func', _statement_name)
     if read_only:
         options['execution_options'] = {**options.get('execution_options', {}), 'postgresql_readonly': True}
+    # A pooled connection is pinged as it is handed out, so the first use after a server restart or failover
+    # gets a live one: the ORM's reads and writes can't be run again whole if their first statement fails.
+    options.setdefault('pool_pre_ping', True)
     return create_async_engine(url, connect_args=connect_args, **options)
 
 

@@ -141,7 +141,9 @@ class Runs:
         database = self.database
         with span('load_window', database.backend, session_id) as current:
             cached = self.windows.peek(session_id)
-            row, rows = await database.statements(lambda db: _read(db, session_id, scope, cached))
+            row, rows = await database.statements(
+                lambda db: _read(db, session_id, scope, cached), session_id=session_id
+            )
             if row is None:
                 raise SessionNotFound(session_id, scope)
             current.set_attribute('session_store.window.cached', rows is None)
@@ -220,7 +222,9 @@ class Runs:
             SessionConflict: The session is gone, or not at `expected_revision`; nothing was written.
         """
         if head is None or head.revision != expected_revision:
-            found = await self.database.statements(lambda db: db.execute(HEAD, {'session_id': session_id}).first())
+            found = await self.database.statements(
+                lambda db: db.execute(HEAD, {'session_id': session_id}).first(), session_id=session_id
+            )
             head = None if found is None else SessionHead._make(found)
         if head is None or head.revision != expected_revision:
             raise SessionConflict(session_id, 'was saved or deleted since it was loaded', advice=_RELOAD)

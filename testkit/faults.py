@@ -1,0 +1,128 @@
+"""Faults to inject into a PostgreSQL server of a test's own: restart it, stop it and start it again, and put
+PgBouncer in transaction mode in front of it.
+
+A test that restarts a server must own it: ``own_server()`` starts a throwaway cluster (``testkit.postgres``'s
+one implementation) and yields an ``OwnServer`` that restarts, stops and starts it with ``pg_ctl``. ``pgbouncer``
+starts Debian's ``pgbouncer`` in front of a server, in ``pool_mode = transaction``, and yields the URL through it.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from testkit.postgres import HOST, Server, _free_port, _run, _server_user, start_server, stop_server
+
+__all__ = ('OwnServer', 'own_server', 'pgbouncer')
+
+
+@dataclass(frozen=True)
+class OwnServer:
+    """A cluster this test alone uses, so it may restart it."""
+
+    server: Server
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def restart(self, mode: str = 'fast') -> None:
+        """`pg_ctl restart -m MODE`: every connection is closed; the server is back when it returns."""
+        self._pg_ctl('restart', f'--mode={mode}')
+
+    def stop(self, mode: str = 'fast') -> None:
+        self._pg_ctl('stop', f'--mode={mode}')
+
+    def start(self) -> None:
+        self._pg_ctl('start')
+
+    def _pg_ctl(self, *args: str) -> None:
+        root = self.server.root
+        _run(
+            [
+                self.server.bindir / 'pg_ctl',
+                *args,
+                '--wait',
+                '--silent',
+                '-D',
+                root / 'data',
+                '-l',
+                root / 'server.log',
+            ],
+            _server_user(),
+            root,
+        )
+
+
+@contextmanager
+def own_server() -> Iterator[OwnServer]:
+    """A throwaway cluster in a new temporary folder (one the server's user can reach), stopped and removed after."""
+    server = start_server()
+    try:
+        yield OwnServer(server)
+    finally:
+        stop_server(server.root)
+
+
+@contextmanager
+def pgbouncer(server_url: str, root: Path, *, pool_size: int = 4) -> Iterator[str]:
+    """PgBouncer in transaction mode in front of the server at `server_url` (every database it has), in the empty
+    folder `root`; the URL through it, for the database `server_url` names. Stopped after the block.
+
+    Raises:
+        FileNotFoundError: Debian's `pgbouncer` is not installed.
+    """
+    program = shutil.which('pgbouncer') or '/usr/sbin/pgbouncer'
+    if not os.access(program, os.X_OK):
+        raise FileNotFoundError('pgbouncer is not installed (Debian: apt-get install pgbouncer)')
+    url = make_url(server_url)
+    port = _free_port()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / 'users.txt').write_text(f'"{url.username}" "{url.password}"\n')
+    (root / 'pgbouncer.ini').write_text(
+        '\n'.join(
+            [
+                '[databases]',
+                f'* = host={url.host} port={url.port}',
+                '[pgbouncer]',
+                f'listen_addr = {HOST}',
+                f'listen_port = {port}',
+                f'unix_socket_dir = {root}',
+                'auth_type = plain',
+                f'auth_file = {root / "users.txt"}',
+                'pool_mode = transaction',
+                'max_client_conn = 500',
+                f'default_pool_size = {pool_size}',
+                f'logfile = {root / "pgbouncer.log"}',
+                f'pidfile = {root / "pgbouncer.pid"}',
+                'ignore_startup_parameters = extra_float_digits',
+                '',
+            ]
+        )
+    )
+    user = _server_user()  # PgBouncer, like PostgreSQL, refuses to run as root
+    if user is not None:
+        account = pwd.getpwnam(user)
+        for path in (root, *root.iterdir()):
+            os.chown(path, account.pw_uid, account.pw_gid)
+    subprocess.run(
+        [program, '-d', str(root / 'pgbouncer.ini')], user=user, group=user, check=True, capture_output=True, timeout=30
+    )
+    deadline = time.monotonic() + 10
+    while not (root / 'pgbouncer.pid').exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield url.set(host=HOST, port=port).render_as_string(hide_password=False)
+    finally:
+        pid = int((root / 'pgbouncer.pid').read_text())
+        os.kill(pid, signal.SIGTERM)

@@ -1,0 +1,158 @@
+"""Production faults against real servers: restarts and outages, a lease held through one, many processes opening
+one empty database, a full disk. Each fault raises one of the store's own errors, saying what to do, and the
+archive holds exactly the runs that returned."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import func, select, text
+
+from session_store import SessionStore, StoreUnavailable
+from session_store._db.schema import head_revision
+from session_store.rows import SessionRow
+from testkit.faults import OwnServer, own_server
+from testkit.postgres import PostgresUnavailable, fresh_database
+
+StoreFactory = Callable[..., SessionStore]
+
+
+def answering(delay: float = 0.0) -> Agent[None, str]:
+    """An agent whose model answers each prompt after `delay` seconds (the span a fault can fall in)."""
+
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(delay)
+        prompt = next(p.content for p in messages[-1].parts if isinstance(p, UserPromptPart))
+        return ModelResponse(parts=[TextPart(f'answer to {prompt}')])
+
+    return Agent(FunctionModel(answer))
+
+
+async def prompts(store: SessionStore, session_id: str) -> list[str]:
+    return [
+        str(p.content)
+        for m in await store.history(session_id, limit=None)
+        for p in m.parts
+        if isinstance(p, UserPromptPart)
+    ]
+
+
+@pytest.fixture
+def server() -> Iterator[OwnServer]:
+    """A PostgreSQL server of this test's own, to restart."""
+    try:
+        with own_server() as own:
+            yield own
+    except PostgresUnavailable as error:
+        if os.environ.get('CI'):
+            raise
+        pytest.skip(str(error))
+
+
+@pytest.mark.slow
+async def test_the_same_store_works_after_every_restart_and_says_so_while_the_server_is_away(
+    server: OwnServer,
+) -> None:
+    store = SessionStore(fresh_database(server.url))
+    session = await store.session('s')
+    returned = []
+    for turn in range(5):
+        if turn:
+            server.restart()
+        if turn % 2 == 0:  # the first call after the server is back: a read, or a run
+            assert await prompts(store, 's') == returned
+        await session.run(answering(), f'T{turn}')
+        returned.append(f'T{turn}')
+
+    # While the server is away every call fails fast, saying so, and stores nothing.
+    server.stop()
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match=r"Session 's'.*cannot be reached.*nothing was stored.*retry"):
+        await session.run(answering(), 'lost')
+    with pytest.raises(StoreUnavailable, match='cannot be reached'):
+        await store.history('s')
+    with pytest.raises(StoreUnavailable, match=r"Session 'other'.*cannot be reached"):
+        await store.session('other')
+    assert time.monotonic() - started < 10
+    server.start()
+    await session.run(answering(), 'T5')
+    returned.append('T5')
+
+    # A restart while the model answers: the run is stored when it ends.
+    run = asyncio.create_task(session.run(answering(delay=1.5), 'T6'))
+    await asyncio.sleep(0.3)
+    await asyncio.to_thread(server.restart)
+    await run
+    returned.append('T6')
+    assert await prompts(store, 's') == returned
+    await store.close()
+
+
+@pytest.mark.slow
+async def test_a_waiting_run_through_an_outage_is_stored_and_leaves_no_lease(
+    server: OwnServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SessionStore(fresh_database(server.url))
+    store._leases.ttl = timedelta(seconds=1.5)  # its heartbeat every half second falls in the outage
+    session = await store.session('w', wait=True, timeout=60)
+
+    # The heartbeat fails while the server is away; the run, stored after it is back, is reported stored.
+    run = asyncio.create_task(session.run(answering(delay=3), 'W0'))
+    await asyncio.sleep(0.3)
+    await asyncio.to_thread(server.stop)
+    await asyncio.sleep(1.2)
+    await asyncio.to_thread(server.start)
+    await run
+    assert 'could not be renewed' in caplog.text
+    started = time.monotonic()
+    await session.run(answering(), 'W1')
+    assert time.monotonic() - started < 1.0, 'the lease was left behind'
+
+    # The store fails (the server stays away): its own error comes through, not the release's, and this store's
+    # next run takes the lease it could not release over at once, with no wait for it to lapse.
+    store._leases.ttl = timedelta(seconds=30)
+    run = asyncio.create_task(session.run(answering(delay=1), 'lost'))
+    await asyncio.sleep(0.3)
+    await asyncio.to_thread(server.stop)
+    with pytest.raises(StoreUnavailable, match=r"Session 'w'.*cannot be reached"):
+        await run
+    assert 'could not be released' in caplog.text
+    await asyncio.to_thread(server.start)
+    started = time.monotonic()
+    await session.run(answering(), 'W2')
+    assert time.monotonic() - started < 5.0, 'the next run waited for the lease to lapse'
+    assert await prompts(store, 'w') == ['W0', 'W1', 'W2']
+    await store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('round_', range(20))
+def test_processes_opening_one_empty_database_at_once_all_open_it(new_database: Callable[[], str], round_: int) -> None:
+    """Four processes open one new, empty database at the same moment: one migrates it, the others wait and go on."""
+    url = new_database()
+    workers = [
+        subprocess.Popen([sys.executable, '-m', 'tests._open_worker', url, f'p{n}'], stderr=subprocess.PIPE, text=True)
+        for n in range(4)
+    ]
+    failures = [worker.stderr.read() for worker in workers if worker.wait(timeout=120) != 0]  # type: ignore[union-attr]
+    assert failures == []
+
+    async def check() -> None:
+        async with SessionStore(url) as store:
+            async with store.engine.connect() as connection:
+                versions = (await connection.execute(text('SELECT version_num FROM alembic_version'))).scalars().all()
+                counts = (await connection.execute(select(func.sum(SessionRow.message_count)))).scalar()
+            assert versions == [head_revision()] and counts == 8
+            assert sorted(info.session_id for info in await store.sessions()) == ['p0', 'p1', 'p2', 'p3']
+
+    asyncio.run(check())
