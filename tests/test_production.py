@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
@@ -18,7 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserProm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select, text
 
-from session_store import SessionStore, StoreUnavailable
+from session_store import SessionStore, StorageFull, StoreUnavailable
 from session_store._db.schema import head_revision
 from session_store.rows import SessionRow
 from testkit.faults import OwnServer, own_server
@@ -156,3 +157,40 @@ def test_processes_opening_one_empty_database_at_once_all_open_it(new_database: 
             assert sorted(info.session_id for info in await store.sessions()) == ['p0', 'p1', 'p2', 'p3']
 
     asyncio.run(check())
+
+
+def filler(size: int) -> Agent[None, str]:
+    """An agent that answers every prompt with `size` characters of text."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = next(p.content for p in messages[-1].parts if isinstance(p, UserPromptPart))
+        return ModelResponse(parts=[TextPart(f'{prompt} ' + 'x' * size)])
+
+    return Agent(FunctionModel(answer))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='mounting a small tmpfs needs root')
+async def test_a_full_disk_raises_storage_full_stores_nothing_partial_and_the_store_goes_on(tmp_path: Path) -> None:
+    disk = tmp_path / 'small'
+    disk.mkdir()
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', str(disk)], check=True)
+    store = SessionStore(f'sqlite+aiosqlite:///{disk / "sessions.db"}')
+    try:
+        ballast = disk / 'ballast'
+        ballast.write_bytes(b'\0' * 600_000)
+        session = await store.session('d')
+        agent, returned = filler(40_000), []
+        with pytest.raises(StorageFull, match=r"Session 'd'.*no space left.*nothing was stored.*Free some disk space"):
+            for turn in range(100):
+                await session.run(agent, f'T{turn}')
+                returned.append(f'T{turn}')
+        assert returned, 'the disk filled before any run'
+        # Whole runs only, every one that returned; reads keep working.
+        assert await prompts(store, 'd') == returned
+        assert [info.message_count for info in await store.sessions()] == [2 * len(returned)]
+        ballast.unlink()
+        await session.run(agent, 'after')
+        assert await prompts(store, 'd') == [*returned, 'after']
+    finally:
+        await store.close()
+        subprocess.run(['umount', str(disk)], check=True)
