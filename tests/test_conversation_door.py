@@ -210,6 +210,7 @@ async def test_sixty_turns_through_the_door_are_archived_whole_and_summarized_in
     # The entries the doors reported saving are the archive's, each once.
     entries = await store.conversations.load_entries('c')
     assert entries is not None and len(saved) == 4 * TURNS == len(set(saved))
+    assert [entry.id for entry in entries][-4:] == saved[-4:], 'the saved ids are not the stored entries'
 
     summaries = await store.summaries('c')
     assert len(summaries) >= 5
