@@ -116,3 +116,6 @@ class Resealed:
     """Every stored value the pass read, by the id of the key it is sealed with now."""
     clear: int
     """Values it read that are still stored clear (none after `rekey()` or `encrypt()` completes)."""
+    sealed_clear: int = 0
+    """Values this pass sealed that were stored clear: a store that was not encrypted before is now, and can be
+    read only with these keys."""

@@ -320,8 +320,11 @@ class SessionStore:
         Run it after putting a new key first: once it returns, nothing is under an older key, and
         those keys can be dropped. It works in batches of `batch_size` rows, each its own transaction,
         while the store stays in use; killed part way, running it again finishes the job. Clear values
-        are sealed too. `on_batch` hears the tally after every batch. Follow with `vacuum()`, so the
-        old ciphertexts and search words leave the database's bytes.
+        are sealed too (`Resealed.sealed_clear` counts them). `on_batch` hears the tally after every batch. Follow
+        with `vacuum()`, so the old ciphertexts and search words leave the database's bytes.
+
+        Warning: once a clear value is sealed, only these keys read it: keep them (and a backup) before running
+        this on a store that held clear data. Losing the keys loses the data.
 
         Raises:
             StoreError: The store was opened without `encryption`.
@@ -333,7 +336,11 @@ class SessionStore:
         """Seal every value still stored clear, in place: how an existing store becomes an encrypted one.
 
         Batched and resumable as `rekey()` is; while it runs, clear and sealed rows both read correctly.
-        Follow with `vacuum()`, so no clear text survives in the database's bytes.
+        Follow with `vacuum()`, so no clear text survives in the database's bytes. `Resealed.sealed_clear` counts
+        what it sealed.
+
+        Warning: from then on only these keys read the store: keep them (and a backup) before running this.
+        Losing the keys loses the data.
         """
         return await reseal(self._database, clear_only=True, batch_size=batch_size, on_batch=on_batch)
 

@@ -197,7 +197,7 @@ async def test_rotation_seals_everything_under_the_new_key_so_the_old_one_can_go
     done = await rotated.rekey(batch_size=7, on_batch=lambda tally: tallies.append(tally.messages))
     assert tallies == sorted(tallies) and len(tallies) > 3
     assert done.messages == len(made) - 8 and done.summaries > 0 and done.sessions == 1
-    assert done.clear == 0 and set(done.by_key) == {'k2'}
+    assert done.clear == 0 and set(done.by_key) == {'k2'} and done.sealed_clear == 0  # all under k1 before
     assert {p.split(':')[1] for p in await raw_values(rotated, 'messages', 'payload')} == {'k2'}
     assert (await rotated.rekey()).messages == 0  # nothing left to do
 
@@ -292,6 +292,8 @@ async def test_a_clear_store_is_encrypted_in_place_and_reads_correctly_while_mix
 
     done = await mixed.encrypt(batch_size=5)
     assert done.clear == 0 and set(done.by_key) == {'k1'} and done.sessions == 1
+    # What the finishing pass sealed had been stored clear: the half the killed pass left (and the session's row).
+    assert done.sealed_clear >= done.messages + done.summaries + done.sessions > 0  # a session row holds two
     await mixed.vacuum()
     raw = await database_text(mixed, db_url)
     assert MARKER.encode() not in raw and b'zebras' not in raw

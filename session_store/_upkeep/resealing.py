@@ -36,6 +36,8 @@ class _Batch:
     clear_only: bool
     keys: Counter[str | None] = field(default_factory=Counter[str | None])
     """The values it read, by the key each is under once the batch commits (`None`: clear)."""
+    was_clear: int = 0
+    """The values it seals that were stored clear."""
 
     def wants(self, stored: Any) -> bool:
         """Whether a stored value is to be sealed again: clear, or (rekeying) under an older key."""
@@ -44,6 +46,7 @@ class _Batch:
         key_id = key_id_of(stored)
         resealing = key_id is None if self.clear_only else key_id != self.sealer.current
         self.keys[self.sealer.current if resealing else key_id] += 1
+        self.was_clear += resealing and key_id is None
         return resealing
 
 
@@ -53,6 +56,7 @@ class _Pass:
 
     counts: Counter[str] = field(default_factory=Counter[str])
     keys: Counter[str | None] = field(default_factory=Counter[str | None])
+    was_clear: int = 0
 
     def result(self) -> Resealed:
         return Resealed(
@@ -61,6 +65,7 @@ class _Pass:
             sessions=self.counts['sessions'],
             by_key={key: count for key, count in sorted(self.keys.items(), key=str) if key is not None},
             clear=self.keys[None],
+            sealed_clear=self.was_clear,
         )
 
 
@@ -104,6 +109,7 @@ async def reseal(
             after, read, changed, done = await database.write(f'(every {table.name})', batch)
             tally.counts[table.name] += changed
             tally.keys.update(done.keys)
+            tally.was_clear += done.was_clear
             if on_batch is not None and read:
                 on_batch(tally.result())
             if read < batch_size:
