@@ -41,8 +41,11 @@ class Database:
       synchronous engine on the same file; elsewhere through the async engine's `AsyncConnection.run_sync`.
 
     Writes begin IMMEDIATE on SQLite and retry a refused lock, so "database is locked" never reaches a user.
-    Hot-path work, once begun, finishes (committed or rolled back) even when the task awaiting it is
-    cancelled: the cancellation is raised after it, never in the middle of a transaction.
+    A connection found lost (a server restart, a failover, a pooled connection gone stale) is replaced and the
+    work tried once more, unless it was lost while committing; an expected fault that remains is the store's own
+    error (`faults`): `StoreUnavailable`, `StorageFull`, `DatabaseLocked`. Hot-path work, once begun, finishes
+    (committed or rolled back) even when the task awaiting it is cancelled: the cancellation is raised after it,
+    never in the middle of a transaction.
     """
 
     def __init__(
