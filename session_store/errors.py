@@ -69,15 +69,16 @@ class StoreUnavailable(StoreError):
     outcome could not be known, the message says so). Calls work again as soon as the server is back."""
 
     def __init__(self, database: str, session_id: str | None, detail: str, *, stored: bool | None = False) -> None:
-        about = '' if session_id is None else f'Session {session_id!r}: '
-        outcome = {
-            False: 'nothing was stored',
-            None: 'the write may or may not have been stored (the next read of the session shows which)',
-            True: 'the write was stored',
-        }[stored]
+        # `stored`: False when nothing was, None when the connection was lost as the write committed.
+        about = 'Cannot reach' if session_id is None else f'Session {session_id!r}: cannot reach'
+        outcome = (
+            'nothing was stored'
+            if stored is False
+            else 'the write may or may not have been stored (the next read of the session shows which)'
+        )
         super().__init__(
-            f'{about}the database at {database} cannot be reached ({detail}); {outcome}. The next call tries '
-            'again on a fresh connection: retry once the server is back.'
+            f'{about} the database at {database} ({detail}); {outcome}. The next call tries again on a fresh '
+            'connection: retry once the server is back.'
         )
         self.session_id = session_id
         self.stored = stored
