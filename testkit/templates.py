@@ -1,0 +1,108 @@
+"""Migrated databases for tests, copied from one template per backend instead of migrated one by one.
+
+A store migrates an empty database on its first open, through every alembic revision: a few tenths of a
+second per database on each backend, paid by nearly every test. ``Templates`` migrates one database per
+backend, the first time one is asked for, the same way (a store's first open), and then hands out copies:
+
+- SQLite: the template file, checkpointed so that its ``-wal``/``-shm`` state is in the file itself, copied
+  byte for byte. A copy is the same file a first open would have left.
+- PostgreSQL: ``CREATE DATABASE ... TEMPLATE``. The template is named for this process (``fresh_database``
+  puts the process id and a random suffix in every name), sealed against connections once migrated, since
+  PostgreSQL copies only a database nobody is connected to, and dropped by ``close()``. So several
+  processes can share one server, each with its own template.
+
+A test that needs an empty database (migration, refusals of an unmigrated or foreign database) asks for one
+explicitly; see ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import threading
+from contextlib import closing
+from pathlib import Path
+from typing import Protocol
+
+from session_store import SessionStore
+from testkit.postgres import drop_database, fresh_database, run_async, seal_template
+
+__all__ = ['NewDatabase', 'Templates', 'migrate']
+
+
+class NewDatabase(Protocol):
+    """What the ``new_database`` fixture gives: URLs of new databases, migrated unless ``empty``."""
+
+    def __call__(self, *, empty: bool = False) -> str:
+        """A new database's URL: at this version's schema, or with ``empty=True`` holding nothing at all.
+
+        An empty SQLite database is a path where no file is yet.
+        """
+        ...
+
+
+async def migrate(url: str) -> None:
+    """Give the empty database at ``url`` this version's schema as a store's first open does."""
+    async with SessionStore(url) as store:
+        await store.ready()
+
+
+def _checkpoint(path: Path) -> None:
+    """Move everything in ``path``'s write-ahead log into the file itself, so that the file alone is whole."""
+    with closing(sqlite3.connect(path)) as connection:
+        busy, _, _ = connection.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchone()
+    if busy:
+        raise RuntimeError(f'{path}: the checkpoint was blocked; something still has the template open')
+    wal = Path(f'{path}-wal')
+    if wal.exists() and wal.stat().st_size:
+        raise RuntimeError(f'{wal} still holds pages after a checkpoint')
+
+
+class Templates:
+    """One migrated template per backend, made on first use; copies of it on demand. ``close()`` drops them."""
+
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+        self._lock = threading.Lock()
+        self._sqlite: Path | None = None
+        self._postgresql: dict[str, str] = {}
+        """Template URL by the server URL it lives on."""
+
+    def sqlite_copy(self, path: Path) -> None:
+        """Write a migrated SQLite database to ``path``, which must not exist yet."""
+        if path.exists():
+            raise FileExistsError(path)
+        shutil.copyfile(self._sqlite_template(), path)
+
+    def postgresql_copy(self, server: str) -> str:
+        """A new migrated database on the PostgreSQL server of ``server``; its URL. Drop it with ``drop_database``."""
+        return fresh_database(server, template=self._postgresql_template(server))
+
+    def close(self) -> None:
+        """Drop the PostgreSQL templates; the SQLite one lives in the folder given, which its owner removes."""
+        with self._lock:
+            made, self._postgresql = list(self._postgresql.values()), {}
+        for url in made:
+            drop_database(url)
+
+    def _sqlite_template(self) -> Path:
+        with self._lock:
+            if self._sqlite is None:
+                path = self._folder / 'template.db'
+                run_async(lambda: migrate(f'sqlite+aiosqlite:///{path}'))
+                _checkpoint(path)
+                self._sqlite = path
+            return self._sqlite
+
+    def _postgresql_template(self, server: str) -> str:
+        with self._lock:
+            if server not in self._postgresql:
+                url = fresh_database(server, prefix='session_store_template')
+                try:
+                    run_async(lambda: migrate(url))
+                    seal_template(url)
+                except BaseException:
+                    drop_database(url)
+                    raise
+                self._postgresql[server] = url
+            return self._postgresql[server]
