@@ -30,6 +30,7 @@ from sqlalchemy.engine import make_url
 from session_store import SessionStore, SessionWindow, StoredSummary
 from session_store._db.schema import head_revision, migrations_dir
 from session_store.cli import main
+from testkit.templates import NewDatabase
 
 
 @dataclass(frozen=True)
@@ -255,8 +256,9 @@ def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) 
 
 
 @pytest.mark.slow_on_postgresql
-def test_export_import_round_trip_is_exact(new_database: Callable[[], str], tmp_path: Path) -> None:
-    source, target = new_database(), new_database()
+def test_export_import_round_trip_is_exact(new_database: NewDatabase, tmp_path: Path) -> None:
+    source = new_database()
+    target = new_database(empty=True)  # `import` into a database nothing has opened yet makes its schema
     ok(cli('demo', '--turns', '12', db=source, cwd=tmp_path))
     ok(cli('export', 'demo', '-o', str(tmp_path / 'demo.jsonl'), db=source, cwd=tmp_path))
     lines = [json.loads(line) for line in (tmp_path / 'demo.jsonl').read_text().splitlines()]
@@ -402,18 +404,16 @@ async def _stamp(url: str, revision: str) -> None:
         await store.close()
 
 
-def test_a_database_needing_migration_says_so_and_migrate_fixes_it(
-    new_database: Callable[[], str], tmp_path: Path
-) -> None:
-    empty, older, newer = new_database(), new_database(), new_database()
-    for url in (empty, older, newer):
+def test_a_database_needing_migration_says_so_and_migrate_fixes_it(new_database: NewDatabase, tmp_path: Path) -> None:
+    empty, older = new_database(empty=True), new_database(empty=True)
+    newer = new_database()  # at head, then stamped with a revision no release has
+    for url in (empty, older):
         if url.startswith('sqlite'):
             Path(url.split('///', 1)[1]).touch()  # an existing, empty SQLite file
     head = head_revision()
 
     async def prepare() -> None:
         await _upgrade(older, '0001')
-        await _upgrade(newer, 'head')
         await _stamp(newer, 'f00dfeed')
 
     asyncio.run(prepare())
