@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from session_store import SessionStore
 from session_store.cli import main
 from session_store.web import check_bind, create_app, is_loopback
+from testkit.templates import Templates
 from tests._cli import fails
 from tests._web import SAME_ORIGIN, filled_database, populate, session_ids, sse_chunks, ui_message, web_client
 
@@ -24,9 +25,11 @@ PAGE = {'Accept': 'text/html,application/xhtml+xml'}
 
 
 @pytest.fixture(scope='module', params=['sqlite', 'postgresql'])
-def filled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def filled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, templates: Templates
+) -> Iterator[str]:
     """One populated database per backend, for the tests that only read (or are refused before writing)."""
-    yield from filled_database(request.param, tmp_path_factory)
+    yield from filled_database(request.param, tmp_path_factory, templates)
 
 
 @pytest.fixture
