@@ -20,23 +20,29 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import threading
+from collections.abc import Callable, Coroutine
 from contextlib import closing
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from session_store import SessionStore
 from testkit.postgres import drop_database, fresh_database, run_async, seal_template
 
-__all__ = ['NewDatabase', 'Templates', 'migrate']
+__all__ = ['Fill', 'NewDatabase', 'Templates', 'migrate']
+
+
+Fill = Callable[[str], Coroutine[Any, Any, None]]
+"""Writes what a template holds into the migrated database at the URL it is given (a store's first writes)."""
 
 
 class NewDatabase(Protocol):
     """What the ``new_database`` fixture gives: URLs of new databases, migrated unless ``empty``."""
 
-    def __call__(self, *, empty: bool = False) -> str:
+    def __call__(self, *, empty: bool = False, fill: Fill | None = None) -> str:
         """A new database's URL: at this version's schema, or with ``empty=True`` holding nothing at all.
 
-        An empty SQLite database is a path where no file is yet.
+        An empty SQLite database is a path where no file is yet. With ``fill``, the database is a copy of one
+        that ``fill`` wrote into once for the whole run (see ``Templates``).
         """
         ...
 
@@ -59,50 +65,66 @@ def _checkpoint(path: Path) -> None:
 
 
 class Templates:
-    """One migrated template per backend, made on first use; copies of it on demand. ``close()`` drops them."""
+    """Migrated templates per backend, made on first use; copies of them on demand. ``close()`` drops them.
+
+    Besides the plain migrated one, a template can hold what a ``Fill`` wrote into a migrated copy, for tests
+    that each start from the same populated database and then write to it: the conversation is run once,
+    and each test gets a copy. Templates are keyed by the fill function itself, so pass a module-level one.
+    """
 
     def __init__(self, folder: Path) -> None:
         self._folder = folder
-        self._lock = threading.Lock()
-        self._sqlite: Path | None = None
-        self._postgresql: dict[str, str] = {}
-        """Template URL by the server URL it lives on."""
+        self._lock = threading.RLock()
+        self._sqlite: dict[Fill | None, Path] = {}
+        self._postgresql: dict[tuple[str, Fill | None], str] = {}
+        """Template URL by the server URL it lives on and its fill."""
 
-    def sqlite_copy(self, path: Path) -> None:
-        """Write a migrated SQLite database to ``path``, which must not exist yet."""
+    def sqlite_copy(self, path: Path, fill: Fill | None = None) -> None:
+        """Write a migrated SQLite database (holding what ``fill`` wrote) to ``path``, which must not exist yet."""
         if path.exists():
             raise FileExistsError(path)
-        shutil.copyfile(self._sqlite_template(), path)
+        shutil.copyfile(self._sqlite_template(fill), path)
 
-    def postgresql_copy(self, server: str) -> str:
-        """A new migrated database on the PostgreSQL server of ``server``; its URL. Drop it with ``drop_database``."""
-        return fresh_database(server, template=self._postgresql_template(server))
+    def postgresql_copy(self, server: str, fill: Fill | None = None) -> str:
+        """A new migrated database (holding what ``fill`` wrote) on the PostgreSQL server of ``server``; its URL.
+
+        Drop it with ``drop_database``.
+        """
+        return fresh_database(server, template=self._postgresql_template(server, fill))
 
     def close(self) -> None:
-        """Drop the PostgreSQL templates; the SQLite one lives in the folder given, which its owner removes."""
+        """Drop the PostgreSQL templates; the SQLite ones live in the folder given, which its owner removes."""
         with self._lock:
             made, self._postgresql = list(self._postgresql.values()), {}
         for url in made:
             drop_database(url)
 
-    def _sqlite_template(self) -> Path:
+    def _sqlite_template(self, fill: Fill | None) -> Path:
         with self._lock:
-            if self._sqlite is None:
-                path = self._folder / 'template.db'
-                run_async(lambda: migrate(f'sqlite+aiosqlite:///{path}'))
-                _checkpoint(path)
-                self._sqlite = path
-            return self._sqlite
-
-    def _postgresql_template(self, server: str) -> str:
-        with self._lock:
-            if server not in self._postgresql:
-                url = fresh_database(server, prefix='session_store_template')
-                try:
+            if fill not in self._sqlite:
+                source = None if fill is None else self._sqlite_template(None)
+                path = self._folder / f'template-{len(self._sqlite)}.db'
+                url = f'sqlite+aiosqlite:///{path}'
+                if fill is None:
                     run_async(lambda: migrate(url))
+                else:
+                    assert source is not None
+                    shutil.copyfile(source, path)
+                    run_async(lambda: fill(url))
+                _checkpoint(path)
+                self._sqlite[fill] = path
+            return self._sqlite[fill]
+
+    def _postgresql_template(self, server: str, fill: Fill | None) -> str:
+        with self._lock:
+            if (server, fill) not in self._postgresql:
+                source = None if fill is None else self._postgresql_template(server, None)
+                url = fresh_database(server, template=source, prefix='session_store_template')
+                try:
+                    run_async(lambda: migrate(url) if fill is None else fill(url))
                     seal_template(url)
                 except BaseException:
                     drop_database(url)
                     raise
-                self._postgresql[server] = url
-            return self._postgresql[server]
+                self._postgresql[server, fill] = url
+            return self._postgresql[server, fill]

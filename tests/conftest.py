@@ -12,7 +12,7 @@ import pytest
 from session_store import SessionStore
 from session_store.cli import _runtime
 from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
-from testkit.templates import NewDatabase, Templates
+from testkit.templates import Fill, NewDatabase, Templates
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
@@ -40,15 +40,18 @@ def new_database(
     """Makes URLs of new databases on one backend: SQLite files, or databases on a real PostgreSQL server.
 
     Each is at this version's schema (a copy of the run's migrated template), or with ``empty=True`` holds
-    nothing at all, for a test of migrating or of refusing an unmigrated database. Without a server,
+    nothing at all, for a test of migrating or of refusing an unmigrated database. ``fill=`` a module-level
+    coroutine function of a URL gives a copy of a template that it wrote into once for the run. Without a server,
     PostgreSQL cases are skipped locally; under CI they fail.
     """
     if request.param == 'sqlite':
 
-        def create_file(*, empty: bool = False) -> str:
+        def create_file(*, empty: bool = False, fill: Fill | None = None) -> str:
             path = tmp_path_factory.mktemp('db') / 'sessions.db'
             if not empty:
-                templates.sqlite_copy(path)
+                templates.sqlite_copy(path, fill)
+            elif fill is not None:
+                raise ValueError('an empty database holds nothing to fill')
             return f'sqlite+aiosqlite:///{path}'
 
         yield create_file
@@ -59,8 +62,10 @@ def new_database(
         pytest.skip(str(error))
     made: list[str] = []
 
-    def create(*, empty: bool = False) -> str:
-        made.append(fresh_database(server) if empty else templates.postgresql_copy(server))
+    def create(*, empty: bool = False, fill: Fill | None = None) -> str:
+        if empty and fill is not None:
+            raise ValueError('an empty database holds nothing to fill')
+        made.append(fresh_database(server) if empty else templates.postgresql_copy(server, fill))
         return made[-1]
 
     yield create
