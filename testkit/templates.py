@@ -9,7 +9,9 @@ backend, the first time one is asked for, the same way (a store's first open), a
 - PostgreSQL: ``CREATE DATABASE ... TEMPLATE``. The template is named for this process (``fresh_database``
   puts the process id and a random suffix in every name), sealed against connections once migrated, since
   PostgreSQL copies only a database nobody is connected to, and dropped by ``close()``. So several
-  processes can share one server, each with its own template.
+  processes can share one server, each with its own template. A ``CREATE DATABASE`` takes the server a
+  tenth of a second or more whatever it copies, so the next copy of a template is made ahead, on a thread
+  of its own, while the test that took the last one runs; ``drop_later`` drops databases the same way.
 
 A test that needs an empty database (migration, refusals of an unmigrated or foreign database) asks for one
 explicitly; see ``tests/conftest.py``.
@@ -21,6 +23,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 from typing import Any, Protocol
@@ -78,6 +81,11 @@ class Templates:
         self._sqlite: dict[Fill | None, Path] = {}
         self._postgresql: dict[tuple[str, Fill | None], str] = {}
         """Template URL by the server URL it lives on and its fill."""
+        self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix='templates-copy')
+        self._dropper = ThreadPoolExecutor(max_workers=1, thread_name_prefix='templates-drop')
+        self._next: dict[tuple[str, Fill | None], Future[str]] = {}
+        """The copy of each PostgreSQL template made ahead for the next test that asks for one."""
+        self._dropping: list[Future[None]] = []
 
     def sqlite_copy(self, path: Path, fill: Fill | None = None) -> None:
         """Write a migrated SQLite database (holding what ``fill`` wrote) to ``path``, which must not exist yet."""
@@ -88,16 +96,35 @@ class Templates:
     def postgresql_copy(self, server: str, fill: Fill | None = None) -> str:
         """A new migrated database (holding what ``fill`` wrote) on the PostgreSQL server of ``server``; its URL.
 
-        Drop it with ``drop_database``.
+        Drop it with ``drop_later`` (or ``drop_database``).
         """
-        return fresh_database(server, template=self._postgresql_template(server, fill))
+        key = (server, fill)
+        with self._lock:
+            template = self._postgresql_template(server, fill)
+            taken = self._next.pop(key, None) or self._maker.submit(fresh_database, server, template=template)
+            self._next[key] = self._maker.submit(fresh_database, server, template=template)
+        return taken.result()
+
+    def drop_later(self, url: str) -> None:
+        """Drop the PostgreSQL database of ``url`` on a thread of its own; ``close()`` waits for it."""
+        with self._lock:
+            self._dropping.append(self._dropper.submit(drop_database, url))
 
     def close(self) -> None:
-        """Drop the PostgreSQL templates; the SQLite ones live in the folder given, which its owner removes."""
+        """Drop what is left on PostgreSQL: copies made ahead, then the templates. The SQLite templates live in
+        the folder given, which its owner removes. Raises the first failure of a drop ``drop_later`` was given."""
         with self._lock:
+            ahead, self._next = list(self._next.values()), {}
             made, self._postgresql = list(self._postgresql.values()), {}
-        for url in made:
+            dropping, self._dropping = self._dropping, []
+        self._maker.shutdown(wait=True)
+        unused = [future.result() for future in ahead if future.exception() is None]
+        failures = [error for future in dropping if (error := future.exception()) is not None]
+        self._dropper.shutdown(wait=True)
+        for url in [*unused, *made]:
             drop_database(url)
+        if failures:
+            raise failures[0]
 
     def _sqlite_template(self, fill: Fill | None) -> Path:
         with self._lock:

@@ -31,7 +31,7 @@ from starlette.testclient import TestClient
 from processors import SummarizationProcessor
 from session_store import Encryption, SessionStore
 from session_store.web import create_app
-from testkit.postgres import PostgresUnavailable, drop_database, require_postgres
+from testkit.postgres import PostgresUnavailable, require_postgres
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 from testkit.templates import Templates
 
@@ -137,7 +137,7 @@ def filled_database(backend: str, tmp_path_factory: pytest.TempPathFactory, temp
         yield url
     finally:
         if backend == 'postgresql':
-            drop_database(url)
+            templates.drop_later(url)
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import pytest
 
 from session_store import SessionStore
 from session_store.cli import _runtime
-from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
+from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
 from testkit.templates import Fill, NewDatabase, Templates
 
 
@@ -70,7 +70,7 @@ def new_database(
 
     yield create
     for url in made:
-        drop_database(url)
+        templates.drop_later(url)
 
 
 @pytest.fixture
