@@ -16,8 +16,11 @@ The API, smallest first:
 - ``require_postgres()`` -> ``str``: the same URL, or an exception saying why there is none:
   ``RuntimeError`` under CI (``$CI`` non-empty), where a missing server is a broken build, and
   ``PostgresUnavailable`` elsewhere, for a fixture to turn into ``pytest.skip(str(exc))``.
-- ``fresh_database(url)`` -> ``str``: creates an empty, uniquely named database on the server of
-  ``url`` and returns its URL; ``drop_database(url)`` removes it again.
+- ``fresh_database(url, template=None)`` -> ``str``: creates a uniquely named database on the server of
+  ``url``, empty or a copy of the database ``template`` (``CREATE DATABASE ... TEMPLATE``), and returns its
+  URL; ``drop_database(url)`` removes it again; ``seal_template(url)`` keeps connections out of a template.
+- ``run_async(make)``: runs the coroutine ``make()`` makes to completion on a loop in a thread of its own,
+  so that the synchronous helpers here work inside a running event loop too.
 - ``start_server(root)`` / ``stop_server(root)``: the one implementation of "start a throwaway
   cluster", for a server that must outlive this process. ``.ci/run`` uses it through the command
   line::
@@ -62,6 +65,8 @@ __all__ = [
     'fresh_database',
     'postgres_url',
     'require_postgres',
+    'run_async',
+    'seal_template',
     'start_server',
     'stop_server',
 ]
@@ -178,7 +183,7 @@ def _free_port() -> int:
 # --- talking to a server ---------------------------------------------------------------------
 
 
-def _in_thread(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+def run_async(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     """Run a coroutine to completion on a fresh event loop in another thread.
 
     A thread of its own makes this safe to call from inside a running event loop (an async test or
@@ -209,17 +214,38 @@ def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def fresh_database(base_url: str) -> str:
-    """Create an empty database with a unique name on the server of ``base_url``; return its URL.
+def fresh_database(base_url: str, *, template: str | None = None, prefix: str = 'session_store_test') -> str:
+    """Create a database with a unique name on the server of ``base_url``; return its URL.
 
-    The database is created from a connection to the ``postgres`` maintenance database, so the
-    user of ``base_url`` needs the CREATEDB privilege (the throwaway cluster's superuser has it).
-    Safe to call from inside a running event loop.
+    Empty (a copy of ``template1``) when ``template`` is None; otherwise a copy of the database named in the
+    URL ``template``, made by ``CREATE DATABASE ... TEMPLATE``, which PostgreSQL refuses while anything else
+    is connected to the template (``seal_template`` keeps everything out). The name is ``prefix``, this
+    process's id and a random suffix, so processes sharing one server never collide. The database is created
+    from a connection to the ``postgres`` maintenance database, so the user of ``base_url`` needs the CREATEDB
+    privilege (the throwaway cluster's superuser has it). Safe to call from inside a running event loop.
     """
     url = make_url(base_url)
-    name = f'session_store_test_{uuid.uuid4().hex[:16]}'
-    _in_thread(lambda: _execute(url.set(database='postgres'), f'CREATE DATABASE {_quote_ident(name)}'))
+    name = f'{prefix}_{os.getpid()}_{uuid.uuid4().hex[:16]}'
+    create = f'CREATE DATABASE {_quote_ident(name)}'
+    if template is not None:
+        source = make_url(template).database
+        if not source:
+            raise ValueError(f'no database named in the template URL {make_url(template)!r}')
+        create += f' TEMPLATE {_quote_ident(source)}'
+    run_async(lambda: _execute(url.set(database='postgres'), create))
     return url.set(database=name).render_as_string(hide_password=False)
+
+
+def seal_template(url: str) -> None:
+    """Refuse every new connection to the database of ``url``, so that it can be copied as a template at any time.
+
+    Nothing should be connected to it when this is called; ``drop_database`` still drops it.
+    """
+    parsed = make_url(url)
+    if not parsed.database:
+        raise ValueError(f'no database named in {parsed!r}')
+    seal = f'ALTER DATABASE {_quote_ident(parsed.database)} WITH ALLOW_CONNECTIONS false'
+    run_async(lambda: _execute(parsed.set(database='postgres'), seal))
 
 
 def drop_database(url: str) -> None:
@@ -229,7 +255,7 @@ def drop_database(url: str) -> None:
         raise ValueError(f'no database named in {parsed!r}')
     # WITH (FORCE) (PostgreSQL 13+) ends leftover connections, e.g. from an engine not disposed.
     drop = f'DROP DATABASE IF EXISTS {_quote_ident(parsed.database)} WITH (FORCE)'
-    _in_thread(lambda: _execute(parsed.set(database='postgres'), drop))
+    run_async(lambda: _execute(parsed.set(database='postgres'), drop))
 
 
 # --- a throwaway cluster ---------------------------------------------------------------------
@@ -310,7 +336,7 @@ def _start(bindir: Path, user: str | None, root: Path) -> Server:
     )
     url = URL.create('postgresql+asyncpg', SUPERUSER, password, HOST, port, 'postgres')
     try:
-        version = _in_thread(lambda: _execute(url, f'CREATE DATABASE {_quote_ident(DATABASE)}'))
+        version = run_async(lambda: _execute(url, f'CREATE DATABASE {_quote_ident(DATABASE)}'))
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise PostgresUnavailable(f'the server started but refused us: {exc!r}') from exc
     return Server(url.set(database=DATABASE).render_as_string(hide_password=False), root, version, bindir)
@@ -344,7 +370,7 @@ def _resolve() -> str | PostgresUnavailable:
     given = os.environ.get(ENV_VAR)
     if given:
         try:
-            _in_thread(lambda: _execute(make_url(given)))
+            run_async(lambda: _execute(make_url(given)))
         except Exception as exc:
             return PostgresUnavailable(f'${ENV_VAR} is set, but connecting to it failed: {exc!r}')
         return given

@@ -31,8 +31,9 @@ from starlette.testclient import TestClient
 from processors import SummarizationProcessor
 from session_store import Encryption, SessionStore
 from session_store.web import create_app
-from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
+from testkit.postgres import PostgresUnavailable, require_postgres
 from testkit.scripted import ParallelToolAssistant, scripted_agent
+from testkit.templates import Templates
 
 HOSTILE = {
     'instructions': '<script>alert("instructions")</script>',
@@ -116,16 +117,19 @@ async def session_ids(url: str) -> list[str]:
         return [info.session_id for info in await store.sessions()]
 
 
-def filled_database(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def filled_database(backend: str, tmp_path_factory: pytest.TempPathFactory, templates: Templates) -> Iterator[str]:
     """A new database on `backend` (`sqlite` or `postgresql`), `populate`d, for a module's tests that only read.
 
-    As the repo's `new_database` fixture does: without a PostgreSQL server its cases skip, except under CI.
+    A copy of the run's migrated template, as the repo's `new_database` fixture makes; like it, without a
+    PostgreSQL server its cases skip, except under CI.
     """
     if backend == 'sqlite':
-        url = f'sqlite+aiosqlite:///{tmp_path_factory.mktemp("web") / "sessions.db"}'
+        path = tmp_path_factory.mktemp('web') / 'sessions.db'
+        templates.sqlite_copy(path)
+        url = f'sqlite+aiosqlite:///{path}'
     else:
         try:
-            url = fresh_database(require_postgres())
+            url = templates.postgresql_copy(require_postgres())
         except PostgresUnavailable as error:
             pytest.skip(str(error))
     try:
@@ -133,7 +137,7 @@ def filled_database(backend: str, tmp_path_factory: pytest.TempPathFactory) -> I
         yield url
     finally:
         if backend == 'postgresql':
-            drop_database(url)
+            templates.drop_later(url)
 
 
 @contextmanager

@@ -1,14 +1,18 @@
-"""Fixtures: a fresh database on each backend, a real SQLite file and a real PostgreSQL server."""
+"""Fixtures: a new database on each backend, a real SQLite file and a real PostgreSQL server.
+
+Migrated (copied from one template per backend and run) unless a test asks for an empty one.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
 from session_store import SessionStore
 from session_store.cli import _runtime
-from testkit.postgres import PostgresUnavailable, drop_database, fresh_database, require_postgres
+from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
+from testkit.templates import Fill, NewDatabase, Templates
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
@@ -21,49 +25,95 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-@pytest.fixture(params=['sqlite', 'postgresql'])
-def new_database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> object:
-    """Makes URLs of new, empty databases on one backend: SQLite files, or databases on a real PostgreSQL server.
+@pytest.fixture(scope='session')
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
+    """This run's migrated template per backend (made when first asked for), dropped at the end."""
+    made = Templates(tmp_path_factory.mktemp('template'))
+    yield made
+    made.close()
 
-    Without a server, PostgreSQL cases are skipped locally; under CI they fail.
+
+@pytest.fixture(params=['sqlite', 'postgresql'])
+def new_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, templates: Templates
+) -> Iterator[NewDatabase]:
+    """Makes URLs of new databases on one backend: SQLite files, or databases on a real PostgreSQL server.
+
+    Each is at this version's schema (a copy of the run's migrated template), or with ``empty=True`` holds
+    nothing at all, for a test of migrating or of refusing an unmigrated database. ``fill=`` a module-level
+    coroutine function of a URL gives a copy of a template that it wrote into once for the run. Without a server,
+    PostgreSQL cases are skipped locally; under CI they fail.
     """
-    made: list[str] = []
     if request.param == 'sqlite':
-        yield lambda: f'sqlite+aiosqlite:///{tmp_path_factory.mktemp("db") / "sessions.db"}'
+
+        def create_file(*, empty: bool = False, fill: Fill | None = None) -> str:
+            path = tmp_path_factory.mktemp('db') / 'sessions.db'
+            if not empty:
+                templates.sqlite_copy(path, fill)
+            elif fill is not None:
+                raise ValueError('an empty database holds nothing to fill')
+            return f'sqlite+aiosqlite:///{path}'
+
+        yield create_file
         return
     try:
         server = require_postgres()
     except PostgresUnavailable as error:
         pytest.skip(str(error))
+    made: list[str] = []
 
-    def create() -> str:
-        made.append(fresh_database(server))
+    def create(*, empty: bool = False, fill: Fill | None = None) -> str:
+        if empty and fill is not None:
+            raise ValueError('an empty database holds nothing to fill')
+        made.append(fresh_database(server) if empty else templates.postgresql_copy(server, fill))
         return made[-1]
 
     yield create
     for url in made:
-        drop_database(url)
+        templates.drop_later(url)
 
 
 @pytest.fixture
-def db_url(new_database: Callable[[], str]) -> str:
-    """A URL to a new, empty database on the backend under test."""
+def db_url(new_database: NewDatabase) -> str:
+    """A URL to a new database at this version's schema, holding no sessions, on the backend under test."""
     return new_database()
 
 
 @pytest.fixture
-async def store_factory(db_url: str) -> AsyncIterator[Callable[..., SessionStore]]:
-    """Opens stores on the test's database, closing them all at the end."""
+def empty_db_url(new_database: NewDatabase) -> str:
+    """A URL to a new, empty database (no schema at all) on the backend under test."""
+    return new_database(empty=True)
+
+
+def _stores(url: str) -> tuple[Callable[..., SessionStore], Callable[[], Awaitable[None]]]:
     opened: list[SessionStore] = []
 
     def open_store(**kwargs: object) -> SessionStore:
-        store = SessionStore(db_url, **kwargs)  # type: ignore[arg-type]
+        store = SessionStore(url, **kwargs)  # type: ignore[arg-type]
         opened.append(store)
         return store
 
+    async def close() -> None:
+        for store in opened:
+            await store.close()
+
+    return open_store, close
+
+
+@pytest.fixture
+async def store_factory(db_url: str) -> AsyncIterator[Callable[..., SessionStore]]:
+    """Opens stores on the test's migrated database (`db_url`), closing them all at the end."""
+    open_store, close = _stores(db_url)
     yield open_store
-    for store in opened:
-        await store.close()
+    await close()
+
+
+@pytest.fixture
+async def empty_store_factory(empty_db_url: str) -> AsyncIterator[Callable[..., SessionStore]]:
+    """Opens stores on the test's empty database (`empty_db_url`), closing them all at the end."""
+    open_store, close = _stores(empty_db_url)
+    yield open_store
+    await close()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from session_store import SessionStore
 from session_store.cli import main
 from session_store.results import Branch
 from testkit.scripted import ParallelToolAssistant, scripted_agent
+from testkit.templates import NewDatabase
 from tests._cli import fails, ok
 
 T = TypeVar('T')
@@ -53,14 +54,12 @@ def branches(url: str, session_id: str = 'demo') -> list[Branch]:
     return on_store(url, work)
 
 
-@pytest.fixture
-def tree(db_url: str) -> str:
+async def build_tree(url: str) -> None:
     """`demo` under scope `u1`: branch 1 holds turns 0-2 (12 messages); branch 2, active, rewound to 8, turns 100-101.
 
     Each turn is 4 messages: the prompt, three parallel tool calls, their returns, the answer.
     """
-
-    async def build(store: SessionStore) -> None:
+    async with SessionStore(url) as store:
         session = await store.session('demo', scope='u1')
         agent = scripted_agent(ParallelToolAssistant())
         for turn in range(3):
@@ -69,8 +68,11 @@ def tree(db_url: str) -> str:
         for turn in (100, 101):
             await session.run(agent, f'Turn M{turn}')
 
-    on_store(db_url, build)
-    return db_url
+
+@pytest.fixture
+def tree(new_database: NewDatabase) -> str:
+    """A database of the test's own holding `build_tree`'s session: a copy of one it was built in once for the run."""
+    return new_database(fill=build_tree)
 
 
 def test_branches_shows_the_tree_with_the_active_branch_marked(tree: str) -> None:

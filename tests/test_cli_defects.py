@@ -194,6 +194,8 @@ def test_token_counters_say_what_they_count(db: Path, tmp_path: Path) -> None:
     assert report.exit_code == 0, report.output
     assert 'tokens sent to the model (counted)' in report.stdout
     assert 'not the usage a provider reports' in report.stdout
+    suggested = f'session-store history demo --limit 20 --db sqlite:///{demo_db}'
+    assert suggested in report.stdout, 'the suggested commands name the database'
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith('demo.db')) == ['demo.db'], (
         'the demo tidies its WAL files away'
     )

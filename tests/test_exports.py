@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from testkit.scripted import (
     shape,
     summarized_markers,
 )
+from testkit.templates import NewDatabase
 
 StoreFactory = Callable[..., SessionStore]
 FORMAT_2 = Path(__file__).parent / 'fixtures' / 'export-format-2.jsonl'
@@ -109,17 +111,50 @@ def unlabelled(prompts: list[str]) -> list[str]:
     return [re.sub(r'pyd_ai_\w+', 'pyd_ai_', prompt) for prompt in prompts]
 
 
-@pytest.fixture
-async def exported(store_factory: StoreFactory) -> SessionExport:
-    async with store_factory() as store:
-        return await summarized_export(store)
+@pytest.fixture(scope='module')
+def documents() -> dict[tuple[str, str], SessionExport]:
+    """The documents `exported` and `tree` made, by name and backend: each is made once for the module."""
+    return {}
+
+
+async def document(
+    request: pytest.FixtureRequest,
+    new_database: NewDatabase,
+    documents: dict[tuple[str, str], SessionExport],
+    name: str,
+    make: Callable[[SessionStore], Awaitable[SessionExport]],
+) -> SessionExport:
+    """`make`'s document, exported by a store on the backend under test; a copy of its own for each test.
+
+    The tests given one only read it (a changed document is a new one, made with `replace`), so running the
+    conversation again for each of them would repeat the same work.
+    """
+    key = (name, request.node.callspec.params['new_database'])
+    if key not in documents:
+        async with SessionStore(new_database()) as store:
+            documents[key] = await make(store)
+    return copy.deepcopy(documents[key])
+
+
+async def make_tree(store: SessionStore) -> SessionExport:
+    await branched(store)
+    return await store.export('tree')
 
 
 @pytest.fixture
-async def tree(store_factory: StoreFactory) -> SessionExport:
-    async with store_factory() as store:
-        await branched(store)
-        return await store.export('tree')
+async def exported(
+    request: pytest.FixtureRequest, new_database: NewDatabase, documents: dict[tuple[str, str], SessionExport]
+) -> SessionExport:
+    """`summarized_export`'s document on the backend under test."""
+    return await document(request, new_database, documents, 'exported', summarized_export)
+
+
+@pytest.fixture
+async def tree(
+    request: pytest.FixtureRequest, new_database: NewDatabase, documents: dict[tuple[str, str], SessionExport]
+) -> SessionExport:
+    """`branched`'s session `tree`, exported, on the backend under test."""
+    return await document(request, new_database, documents, 'tree', make_tree)
 
 
 def test_json_lines_round_trip_the_document(exported: SessionExport) -> None:

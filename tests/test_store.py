@@ -48,8 +48,8 @@ async def rows(store: SessionStore) -> dict[str, list[Any]]:
 # Schema
 
 
-async def test_a_new_database_is_migrated_on_first_open(store_factory: StoreFactory) -> None:
-    async with store_factory() as store:
+async def test_a_new_database_is_migrated_on_first_open(empty_store_factory: StoreFactory) -> None:
+    async with empty_store_factory() as store:
         async with store.engine.connect() as connection:
             version = (await connection.execute(text('SELECT version_num FROM alembic_version'))).scalar_one()
         assert version == head_revision()
@@ -64,17 +64,19 @@ async def test_a_database_from_a_newer_release_is_refused(store_factory: StoreFa
             pass
 
 
-async def test_a_foreign_or_unmigrated_database_is_refused_with_what_to_do(store_factory: StoreFactory) -> None:
+async def test_a_foreign_or_unmigrated_database_is_refused_with_what_to_do(
+    empty_store_factory: StoreFactory,
+) -> None:
     with pytest.raises(SchemaMismatch, match=r'is empty.*store\.migrate\(\)'):
-        async with store_factory(migrate=False):
+        async with empty_store_factory(migrate=False):
             pass
-    store = store_factory(migrate=False)
+    store = empty_store_factory(migrate=False)
     await store.migrate()
     assert await store.sessions() == []
     async with store.engine.begin() as connection:
         await connection.execute(text('DROP TABLE alembic_version'))
     with pytest.raises(SchemaMismatch, match='no session-store schema revision'):
-        async with store_factory():
+        async with empty_store_factory():
             pass
 
 
@@ -277,8 +279,8 @@ async def test_a_corrupt_row_names_its_session_and_position(store_factory: Store
         assert len(await store.history('fine', limit=None)) == 8
 
 
-async def test_stores_opening_one_empty_database_at_once_migrate_it_once(store_factory: StoreFactory) -> None:
-    stores = [store_factory() for _ in range(4)]
+async def test_stores_opening_one_empty_database_at_once_migrate_it_once(empty_store_factory: StoreFactory) -> None:
+    stores = [empty_store_factory() for _ in range(4)]
     await asyncio.gather(*(store.ready() for store in stores))
     async with stores[0].engine.connect() as connection:
         versions = (await connection.execute(text('SELECT version_num FROM alembic_version'))).all()

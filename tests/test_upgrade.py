@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from processors import SummarizationProcessor
 from session_store import SessionExport, SessionStore
 from session_store._db.schema import _config, head_revision
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
+from testkit.templates import NewDatabase
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 EXPECTED: dict[str, Any] = json.loads((FIXTURES / 'release-0.1.json').read_text())
@@ -71,9 +71,9 @@ async def transplant_release_0_1(url: str) -> None:
 
 
 @pytest.fixture
-async def release_db(new_database: Callable[[], str]) -> str:
+async def release_db(new_database: NewDatabase) -> str:
     """The 0.1 database on the backend under test, upgraded to this version's schema as `migrate` would."""
-    url = new_database()
+    url = new_database(empty=True)
     if url.startswith('sqlite'):
         shutil.copy(FIXTURES / 'release-0.1.db', str(make_url(url).database))
     else:

@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 
 from session_store import SessionExport, SessionStore
 from session_store.web import MESSAGES_PER_PAGE, create_app
+from testkit.templates import Templates
 from tests._web import HOSTILE, filled_database, session_ids, web_client
 
 StoreFactory = Callable[..., SessionStore]
@@ -27,9 +28,11 @@ DASH = '\N{EN DASH}'
 
 
 @pytest.fixture(scope='module', params=['sqlite', 'postgresql'])
-def filled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def filled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, templates: Templates
+) -> Iterator[str]:
     """One populated database per backend, which this module's tests only read."""
-    yield from filled_database(request.param, tmp_path_factory)
+    yield from filled_database(request.param, tmp_path_factory, templates)
 
 
 def scripts_and_images(html: str) -> list[str]:

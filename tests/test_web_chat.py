@@ -15,15 +15,16 @@ from starlette.testclient import TestClient
 
 from session_store import SessionStore
 from session_store.web._chat import RUN_REQUEST_LIMIT, echo_model
+from testkit.templates import NewDatabase
 from tests._web import SAME_ORIGIN, populate, sse_chunks, ui_message, web_client
 
 StoreFactory = Callable[..., SessionStore]
 
 
 @pytest.fixture
-async def filled(db_url: str) -> str:
-    await populate(db_url)
-    return db_url
+def filled(new_database: NewDatabase) -> str:
+    """A populated database of the test's own: a copy of one that `populate` filled once for the run."""
+    return new_database(fill=populate)
 
 
 def send(client: TestClient, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -51,7 +52,7 @@ def texts(api: dict[str, Any]) -> list[str]:
     return found
 
 
-async def test_a_message_streams_and_is_stored_in_the_session(filled: str, store_factory: StoreFactory) -> None:
+async def test_a_message_streams_and_is_stored_in_the_session(filled: str) -> None:
     with web_client(filled, chat_model='test') as client:
         chunks = send(client, {'trigger': 'submit-message', 'id': 'alpha', 'messages': [ui_message('w1', 'Hello <b>')]})
         # Streamed: the answer arrives in many deltas, a word at a time.
@@ -67,15 +68,13 @@ async def test_a_message_streams_and_is_stored_in_the_session(filled: str, store
     assert 'class="link regenerate" data-ui-id="w1" data-prompt="Hello &lt;b&gt;"' in html
     assert 'class="link edit" data-ui-id="w1"' in html
     # The session keeps its scope, though the app has none.
-    store = store_factory()
-    assert [(i.session_id, i.scope) for i in await store.sessions(scope='user-1')] == [('alpha', 'user-1')]
-    last = (await store.history('alpha', scope='user-1'))[-1]
+    async with SessionStore(filled) as store:
+        assert [(i.session_id, i.scope) for i in await store.sessions(scope='user-1')] == [('alpha', 'user-1')]
+        last = (await store.history('alpha', scope='user-1'))[-1]
     assert isinstance(last, ModelResponse) and last.model_name == 'test'
 
 
-async def test_regenerate_and_edit_keep_the_replaced_turns_as_branches(
-    filled: str, store_factory: StoreFactory
-) -> None:
+async def test_regenerate_and_edit_keep_the_replaced_turns_as_branches(filled: str) -> None:
     with web_client(filled, chat_model='test') as client:
         send(client, {'trigger': 'submit-message', 'id': 'beta', 'messages': [ui_message('w1', 'first question')]})
         send(client, {'trigger': 'submit-message', 'id': 'beta', 'messages': [ui_message('w2', 'second question')]})
@@ -99,7 +98,8 @@ async def test_regenerate_and_edit_keep_the_replaced_turns_as_branches(
     assert 'id="branch-select"' in html and html.count('<option value=') == 3
     assert old['branch'] == old_tip and texts(old)[-2:][0] == 'second question'
     assert 'This is branch' in old_html and 'id="chat"' not in old_html and 'id="window"' not in old_html
-    info = {i.session_id: i for i in await store_factory().sessions()}['beta']
+    async with SessionStore(filled) as store:
+        info = {i.session_id: i for i in await store.sessions()}['beta']
     assert info.branch_count == 3 and info.scope == 'user-2'
 
 

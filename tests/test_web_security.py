@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from session_store import SessionStore
 from session_store.cli import main
 from session_store.web import check_bind, create_app, is_loopback
+from testkit.templates import NewDatabase, Templates
 from tests._cli import fails
 from tests._web import SAME_ORIGIN, filled_database, populate, session_ids, sse_chunks, ui_message, web_client
 
@@ -24,16 +25,17 @@ PAGE = {'Accept': 'text/html,application/xhtml+xml'}
 
 
 @pytest.fixture(scope='module', params=['sqlite', 'postgresql'])
-def filled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def filled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, templates: Templates
+) -> Iterator[str]:
     """One populated database per backend, for the tests that only read (or are refused before writing)."""
-    yield from filled_database(request.param, tmp_path_factory)
+    yield from filled_database(request.param, tmp_path_factory, templates)
 
 
 @pytest.fixture
-async def writable(db_url: str) -> str:
-    """A populated database of the test's own, for the tests that write."""
-    await populate(db_url)
-    return db_url
+def writable(new_database: NewDatabase) -> str:
+    """A populated database of the test's own, for the tests that write: a copy of one `populate` filled once."""
+    return new_database(fill=populate)
 
 
 # Where it listens
@@ -160,7 +162,7 @@ async def test_a_scope_confines_every_page_api_call_and_search(filled: str) -> N
     assert await session_ids(filled) == before
 
 
-async def test_a_scoped_chat_reaches_only_its_own_sessions(writable: str, store_factory: StoreFactory) -> None:
+async def test_a_scoped_chat_reaches_only_its_own_sessions(writable: str) -> None:
     with web_client(writable, scope='user-1', chat_model='test') as client:
         other = client.post(
             '/api/chat', json={'trigger': 'submit-message', 'id': 'beta', 'messages': [ui_message('u1', 'hi')]},
@@ -172,9 +174,9 @@ async def test_a_scoped_chat_reaches_only_its_own_sessions(writable: str, store_
             headers=SAME_ORIGIN,
         )  # fmt: skip
         assert new.status_code == 200 and any(c['type'] == 'data-conversation-saved' for c in sse_chunks(new.text))
-    store = store_factory()
-    assert len(await store.history('beta', scope='user-2')) == 8  # untouched
-    assert [info.session_id for info in await store.sessions(scope='user-1')] == ['fresh', 'alpha']
+    async with SessionStore(writable) as store:
+        assert len(await store.history('beta', scope='user-2')) == 8  # untouched
+        assert [info.session_id for info in await store.sessions(scope='user-1')] == ['fresh', 'alpha']
 
 
 # Writes: same origin only, and only with chat

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
+import pytest
 from pydantic_ai.models.function import FunctionModel
 
 from processors import SlidingWindowProcessor, SummarizationProcessor
@@ -50,16 +51,48 @@ async def test_cached_windows_are_what_a_fresh_read_gives(store_factory: StoreFa
             await fresh.close()
 
 
-async def test_another_process_writing_invalidates_the_cached_window(db_url: str, store_factory: StoreFactory) -> None:
+Elsewhere = Callable[[], Awaitable[None]]
+
+
+async def check_another_writer_is_seen(
+    store: SessionStore, run_elsewhere: Elsewhere, rewind_elsewhere_to_8: Elsewhere
+) -> None:
+    """`store` keeps the window it wrote; a turn and a rewind written elsewhere must reach its next runs."""
     assistant = ParallelToolAssistant()
     agent = scripted_agent(assistant)
-    store = store_factory()
     session = await store.session('shared')
     for turn in range(1, 5):
         await session.run(agent, f'Turn M{turn}')
     assert len(await session.context()) == 16  # warm: this store wrote that window
 
-    # Another process runs a turn of its own on the session.
+    await run_elsewhere()  # 'Turn M50' on the same session
+    window = await session.context()
+    assert len(window) == 20 and 'M50' in str(window[-1])
+    await session.run(agent, 'Turn M5')
+    assert 'M50' in str(assistant.requests[-2])  # the run's first request carried the other writer's turn
+
+    await rewind_elsewhere_to_8()
+    await session.run(agent, 'Turn M6')
+    seen = {marker.split('-')[0] for marker in MARKER.findall(str(assistant.requests[-2]))}
+    assert seen == {'M1', 'M2', 'M6'}
+    assert len(await store.history('shared', limit=None)) == 12
+
+
+async def test_another_store_writing_invalidates_the_cached_window(store_factory: StoreFactory) -> None:
+    # A second store has an engine, connections and window cache of its own, as another process would.
+    other = store_factory()
+
+    async def run_elsewhere() -> None:
+        await (await other.session('shared')).run(scripted_agent(ParallelToolAssistant()), 'Turn M50')
+
+    async def rewind_elsewhere_to_8() -> None:
+        await (await other.session('shared')).rewind(8)
+
+    await check_another_writer_is_seen(store_factory(), run_elsewhere, rewind_elsewhere_to_8)
+
+
+@pytest.mark.slow  # two new processes; the test above is the same check with a second store in this one
+async def test_another_process_writing_invalidates_the_cached_window(db_url: str, store_factory: StoreFactory) -> None:
     other = (
         'import asyncio, sys\n'
         'from session_store import SessionStore\n'
@@ -69,20 +102,16 @@ async def test_another_process_writing_invalidates_the_cached_window(db_url: str
         "        await (await store.session('shared')).run(scripted_agent(ParallelToolAssistant()), 'Turn M50')\n"
         'asyncio.run(main())\n'
     )
-    subprocess.run([sys.executable, '-c', other, db_url], check=True, timeout=120)
-    window = await session.context()
-    assert len(window) == 20 and 'M50' in str(window[-1])
-    await session.run(agent, 'Turn M5')
-    assert 'M50' in str(assistant.requests[-2])  # the run's first request carried the other process's turn
 
-    # Another process rewinds it, through the command line.
-    subprocess.run(
-        [sys.executable, '-m', 'session_store', 'rewind', 'shared', '8', '--db', db_url],
-        check=True,
-        timeout=120,
-        capture_output=True,
-    )
-    await session.run(agent, 'Turn M6')
-    seen = {marker.split('-')[0] for marker in MARKER.findall(str(assistant.requests[-2]))}
-    assert seen == {'M1', 'M2', 'M6'}
-    assert len(await store.history('shared', limit=None)) == 12
+    async def run_elsewhere() -> None:
+        subprocess.run([sys.executable, '-c', other, db_url], check=True, timeout=120)
+
+    async def rewind_elsewhere_to_8() -> None:  # through the command line
+        subprocess.run(
+            [sys.executable, '-m', 'session_store', 'rewind', 'shared', '8', '--db', db_url],
+            check=True,
+            timeout=120,
+            capture_output=True,
+        )
+
+    await check_another_writer_is_seen(store_factory(), run_elsewhere, rewind_elsewhere_to_8)
