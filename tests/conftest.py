@@ -5,23 +5,39 @@ Migrated (copied from one template per backend and run) unless a test asks for a
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from session_store import SessionStore
+from session_store._db.engine import POOLER_PARAMETER
 from session_store.cli import _runtime
+from testkit.faults import pgbouncer
 from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
 from testkit.templates import Fill, NewDatabase, Templates
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test on a database runs on each backend; `@pytest.mark.through_pooler` adds PostgreSQL through PgBouncer
+    in transaction mode."""
+    chosen = any('new_database' in str(mark.args[0]) for mark in metafunc.definition.iter_markers('parametrize'))
+    if 'new_database' in metafunc.fixturenames and not chosen:  # a test may name its backends itself
+        pooled = metafunc.definition.get_closest_marker('through_pooler') is not None
+        metafunc.parametrize('new_database', [*BACKENDS, POOLED] if pooled else BACKENDS, indirect=True)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`@pytest.mark.slow_on_postgresql`: a test's PostgreSQL variant joins the slow tier; SQLite's stays quick."""
+    """`@pytest.mark.slow_on_postgresql`: a test's PostgreSQL variant joins the slow tier; SQLite's stays quick.
+    A variant through the pooler is in the slow tier too."""
     for item in items:
         callspec = getattr(item, 'callspec', None)
-        on_postgresql = callspec is not None and callspec.params.get('new_database') == 'postgresql'
-        if on_postgresql and item.get_closest_marker('slow_on_postgresql') is not None:
+        backend = None if callspec is None else callspec.params.get('new_database')
+        if backend == POOLED or (backend == 'postgresql' and item.get_closest_marker('slow_on_postgresql')):
             item.add_marker(pytest.mark.slow)
 
 
@@ -33,7 +49,35 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
     made.close()
 
 
-@pytest.fixture(params=['sqlite', 'postgresql'])
+BACKENDS = ('sqlite', 'postgresql')
+POOLED = 'postgresql-pgbouncer'
+"""PostgreSQL through PgBouncer in transaction mode, the store told so (`?transaction_pooler=true`)."""
+
+
+@pytest.fixture(scope='session')
+def pooler() -> Iterator[Callable[[str], str]]:
+    """PgBouncer in transaction mode in front of the test server, started once for the run: the URL of a
+    database through it, for the URL of one on the server."""
+    server = require_postgres()
+    root = Path(tempfile.mkdtemp(prefix='session-store-pgbouncer-'))
+    try:
+        with pgbouncer(server, root) as through:
+            bouncer = make_url(through)
+
+            def pooled(url: str) -> str:
+                direct = make_url(url)
+                return (
+                    direct.set(host=bouncer.host, port=bouncer.port)
+                    .update_query_dict({POOLER_PARAMETER: 'true'})
+                    .render_as_string(hide_password=False)
+                )
+
+            yield pooled
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
 def new_database(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, templates: Templates
 ) -> Iterator[NewDatabase]:
@@ -61,12 +105,13 @@ def new_database(
     except PostgresUnavailable as error:
         pytest.skip(str(error))
     made: list[str] = []
+    through: Callable[[str], str] = request.getfixturevalue('pooler') if request.param == POOLED else str
 
     def create(*, empty: bool = False, fill: Fill | None = None) -> str:
         if empty and fill is not None:
             raise ValueError('an empty database holds nothing to fill')
         made.append(fresh_database(server) if empty else templates.postgresql_copy(server, fill))
-        return made[-1]
+        return through(made[-1])
 
     yield create
     for url in made:

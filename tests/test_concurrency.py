@@ -24,6 +24,8 @@ from session_store import SessionConflict, SessionStore
 from session_store._codec import now
 from testkit.scripted import MARKER, ParallelToolAssistant, scripted_agent
 
+pytestmark = pytest.mark.through_pooler  # the store's concurrency, summaries and search, behind PgBouncer too
+
 ROOT = Path(__file__).resolve().parent.parent
 StoreFactory = Callable[..., SessionStore]
 

@@ -66,7 +66,7 @@ async def test_the_same_store_works_after_every_restart_and_says_so_while_the_se
 ) -> None:
     store = SessionStore(fresh_database(server.url))
     session = await store.session('s')
-    returned = []
+    returned: list[str] = []
     for turn in range(5):
         if turn:
             server.restart()

@@ -22,6 +22,8 @@ from processors import SummarizationProcessor
 from session_store import Recall, SessionStore
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
+pytestmark = pytest.mark.through_pooler  # the store's concurrency, summaries and search, behind PgBouncer too
+
 StoreFactory = Callable[..., SessionStore]
 ORDER = re.compile(r'ORD-\d+')
 

@@ -16,6 +16,8 @@ from session_store.cli import main
 from testkit.scripted import MARKER, NEW_MESSAGES, PREVIOUS, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 from tests._cli import fails, ok
 
+pytestmark = pytest.mark.through_pooler  # the store's concurrency, summaries and search, behind PgBouncer too
+
 StoreFactory = Callable[..., SessionStore]
 
 

@@ -153,6 +153,7 @@ async def test_the_session_owns_its_history() -> None:
     await store.close()
 
 
+@pytest.mark.through_pooler
 async def test_the_window_is_rebuilt_from_the_summary_and_the_kept_tail(store_factory: StoreFactory) -> None:
     async with store_factory(processor=summarizing()) as store:
         await converse(store, 's1', 15)
@@ -172,6 +173,7 @@ async def test_the_window_is_rebuilt_from_the_summary_and_the_kept_tail(store_fa
     assert first.parts[2:] == archive[tail_start].parts
 
 
+@pytest.mark.through_pooler
 async def test_a_stale_writer_gets_a_conflict_and_stores_nothing(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
         await converse(store, 's1', 1)
@@ -199,6 +201,7 @@ async def test_a_stale_writer_gets_a_conflict_and_stores_nothing(store_factory: 
 # Review: summaries, search, scopes, delete, export
 
 
+@pytest.mark.through_pooler
 async def test_search_finds_archived_text_and_escapes_wildcards(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
         await converse(store, 'alpha', 3)

@@ -73,6 +73,9 @@ class Database:
         """Runs statements each on its own: on PostgreSQL an engine of its own in AUTOCOMMIT (a pool apart, so no
         connection's isolation level is switched and switched back on every checkout)."""
         self._autocommit = self._alone or self.engine.execution_options(**_AUTOCOMMIT[self.backend])
+        self._pooled = server.transaction_pooler
+        """Behind a transaction pooler the hot path's statements alone run in a transaction all the same: outside
+        one, the pooler may hand a statement's execution to another server connection than it was prepared on."""
         self._threaded = create_threaded_engine(url, read_only=read_only)
         self._threaded_as = (
             None
@@ -86,8 +89,6 @@ class Database:
         self._check_lock = asyncio.Lock()
 
     def _statements_engine(self, url: URL, read_only: bool, server: ServerOptions) -> AsyncEngine | None:
-        # Behind a transaction pooler every statement runs in a transaction: outside one, the pooler may hand the
-        # statement's execution to another server connection than the one it was prepared on.
         if self.backend != 'postgresql' or server.transaction_pooler:
             return None
         # No pre-ping on the hot path's own engine: a connection found dead is replaced and the call tried again.
@@ -201,7 +202,7 @@ class Database:
         return await _finished(loop.run_in_executor(_worker_threads(), _run_on, engine, work, transaction))
 
     async def _run_async(self, work: Callable[[Connection], T], transaction: bool) -> T:
-        if not transaction:
+        if not transaction and not self._pooled:
             async with self._autocommit.connect() as connection:
                 return await connection.run_sync(work)
         async with self._writer.begin() as connection:
