@@ -26,7 +26,7 @@ async def test_store_sessions_pages_with_offset_and_counts_branches(store_factor
         s for s in everything if int(s[1:]) % 2 == 0
     ][1:3]
     assert await store.sessions(offset=10) == []
-    with pytest.raises(ValueError, match='offset and limit must be >= 0'):
+    with pytest.raises(ValueError, match='offset must be between 0 and'):
         await store.sessions(offset=-1)
     session = await store.session('s0', scope='even')
     assert {info.branch_count for info in await store.sessions()} == {1}
