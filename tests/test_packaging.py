@@ -1,4 +1,5 @@
-"""The shape of what ships: two import roots with `py.typed`, migrations inside `session_store`, no import cycles."""
+"""The shape of what ships: two import roots with `py.typed`, migrations inside `session_store`, no import cycles,
+and lower bounds only, which CI installs and tests as they are declared."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ import ast
 import os
 import subprocess
 import sys
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from session_store._db.schema import SCHEMA_REVISION, head_revision, migrations_dir
 
@@ -202,3 +207,51 @@ def test_a_fresh_venv_with_the_wheel_runs_the_demo_and_names_the_postgresql_extr
 def test_the_schema_revision_an_open_expects_is_the_migrations_head() -> None:
     """Opens compare the database's revision with `SCHEMA_REVISION` before reading any migration script."""
     assert head_revision() == SCHEMA_REVISION
+
+
+def _declared_lower_bounds() -> dict[str, dict[str, Version]]:
+    """pyproject's requirements by group (`dependencies`, then each extra): each name and its `>=` bound.
+
+    The wheel declares lower bounds only, so that is all a requirement may say; the project's own extras
+    (`pydantic-ai-session-store[web]` in `dev`) are left out.
+    """
+    project = tomllib.loads((REPO / 'pyproject.toml').read_text())['project']
+    groups = {'dependencies': project['dependencies'], **project['optional-dependencies']}
+    bounds: dict[str, dict[str, Version]] = {}
+    for group, lines in groups.items():
+        bounds[group] = {}
+        for line in lines:
+            requirement = Requirement(line)
+            if canonicalize_name(requirement.name) == canonicalize_name(project['name']):
+                continue
+            specifiers = list(requirement.specifier)
+            assert [s.operator for s in specifiers] == ['>='], f'{line}: a lower bound (>=) and nothing else'
+            bounds[group][canonicalize_name(requirement.name)] = Version(specifiers[0].version)
+    return bounds
+
+
+def _lowest_pins() -> dict[str, Version]:
+    """`.ci/lowest.txt`: the `name==version` constraints that .ci/lowest installs the project with."""
+    pins: dict[str, Version] = {}
+    for line in (REPO / '.ci' / 'lowest.txt').read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith('#'):
+            requirement = Requirement(line)
+            specifiers = list(requirement.specifier)
+            assert [s.operator for s in specifiers] == ['=='], f'{line}: one pin (==) and nothing else'
+            name = canonicalize_name(requirement.name)
+            assert name not in pins, f'{name} is pinned twice'
+            pins[name] = Version(specifiers[0].version)
+    return pins
+
+
+def test_the_lowest_versions_ci_installs_are_the_declared_lower_bounds() -> None:
+    """CI's run on the lowest versions proves the bounds only while its pins are those bounds: they can't drift."""
+    bounds = _declared_lower_bounds()
+    pins = _lowest_pins()
+    # Every direct dependency of the package and of its user-facing extras is pinned, at its bound.
+    shipped = {name: bound for group, found in bounds.items() if group != 'dev' for name, bound in found.items()}
+    assert {name: pins.get(name) for name in shipped} == shipped
+    # The dev tools float, but one pinned (because a pin above forces it) is pinned at its bound too;
+    # and nothing is pinned that pyproject does not name.
+    dev = {name: bound for name, bound in bounds['dev'].items() if name in pins}
+    assert {name: pin for name, pin in pins.items() if name not in shipped} == dev
