@@ -333,10 +333,10 @@ def test_chat_runs_each_line_through_the_stored_session(db_url: str, tmp_path: P
         'chat', 'c1', '--model', 'test', '--system', 'Be brief.',
         db=db_url, cwd=tmp_path, stdin='hello there\n\nwhere is ORDER-1042?\n/quit\nnever sent\n',
     )  # fmt: skip
-    reply = 'assistant: success (no tool calls)'
-    assert ok(first).splitlines() == [f'[1] {reply}', f'[3] {reply}']
+    reply = 'assistant: (test model, offline) You said:'
+    assert ok(first).splitlines() == [f'[1] {reply} hello there', f'[3] {reply} where is ORDER-1042?']
     resumed = cli('chat', 'c1', '--model', 'test', db=db_url, cwd=tmp_path, stdin='again\n')
-    assert ok(resumed).splitlines() == [f'[5] {reply}']
+    assert ok(resumed).splitlines() == [f'[5] {reply} again']
     lines = ok(cli('history', 'c1', db=db_url, cwd=tmp_path)).splitlines()
     assert lines[:2] == ['[0] system: Be brief.', '[0] user: hello there']
     assert '[2] user: where is ORDER-1042?' in lines and '[4] user: again' in lines

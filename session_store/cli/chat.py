@@ -8,11 +8,10 @@ from collections.abc import Sequence
 import click
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest
-from pydantic_ai.models import Model, infer_model
-from pydantic_ai.models.test import TestModel
 
 from processors import SummarizationProcessor, TiktokenCounter
 
+from .._offline import resolve_model, resolve_summarizer
 from ..errors import StoreError
 from ..session import Session
 from ..store import SessionStore
@@ -21,25 +20,21 @@ from ._render import compaction_line, render_messages, role
 from ._runtime import Settings, err, open_store, out, run
 from .branching import branch_tree, rewind_session, switch_session
 
-__all__ = ('chat', 'resolve_model')
+__all__ = ('chat',)
 
 COMMANDS = '/rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit'
 """The slash commands `chat` takes between lines."""
 
 
-def resolve_model(name: str) -> Model:
-    """A pydantic-ai model by name; `test` is pydantic-ai's offline `TestModel`.
-
-    Resolving builds the provider, so a missing provider package or API key fails here, before any input.
-    """
-    if name == 'test':
-        return TestModel()
-    return infer_model(name)
-
-
 @main.command()
 @click.argument('session_id', metavar='ID')
-@click.option('--model', 'model_name', metavar='MODEL', required=True, help="e.g. openai:gpt-4.1; 'test' runs offline.")
+@click.option(
+    '--model',
+    'model_name',
+    metavar='MODEL',
+    required=True,
+    help="e.g. openai:gpt-4.1; 'test' runs offline, quoting each prompt.",
+)
 @scope_option
 @click.option('--system', 'system_prompt', metavar='TEXT', help='System prompt for a new session.')
 @click.option(
@@ -96,7 +91,10 @@ async def _chat(
     processor = None
     if summarizer is not None:
         processor = SummarizationProcessor(
-            resolve_model(summarizer), trigger=('messages', 60), keep=('messages', 20), token_counter=TiktokenCounter()
+            resolve_summarizer(summarizer),
+            trigger=('messages', 60),
+            keep=('messages', 20),
+            token_counter=TiktokenCounter(),
         )
     agent: Agent[None, str] = Agent(model, system_prompt=system_prompt or ())
     interactive = sys.stdin.isatty()

@@ -6,18 +6,23 @@ import click
 
 from processors import SummarizationProcessor, TiktokenCounter
 
+from .._offline import resolve_summarizer
 from ..results import StoredSummary
 from ._app import db_option, main, pass_settings, scope_option
 from ._render import compaction_line
 from ._runtime import Settings, open_store, out, run
-from .chat import resolve_model
 
 __all__ = ('compact',)
 
 
 @main.command()
 @click.argument('session_id', metavar='ID')
-@click.option('--summarizer', metavar='MODEL', required=True, help="The model that summarizes; 'test' runs offline.")
+@click.option(
+    '--summarizer',
+    metavar='MODEL',
+    required=True,
+    help="The model that summarizes; 'test' summarizes offline, extractively.",
+)
 @click.option('--focus', metavar='TEXT', help='A topic the summary should put first.')
 @click.option('--keep', type=click.IntRange(min=1), default=20, show_default=True, help='Messages kept verbatim.')
 @scope_option
@@ -39,7 +44,7 @@ async def _compact(
     settings: Settings, session_id: str, summarizer: str, focus: str | None, keep: int, scope: str | None
 ) -> StoredSummary | None:
     processor = SummarizationProcessor(
-        resolve_model(summarizer), trigger=None, keep=('messages', keep), token_counter=TiktokenCounter()
+        resolve_summarizer(summarizer), trigger=None, keep=('messages', keep), token_counter=TiktokenCounter()
     )
     async with open_store(settings, 'write', processor=processor) as store:
         await store.history(session_id, scope=scope, limit=0)  # refuse an unknown id rather than create it

@@ -6,6 +6,7 @@ import importlib.util
 
 import click
 
+from .._offline import resolve_model
 from ._app import db_option, main, pass_settings
 from ._runtime import Failure, Settings, err, open_store, run
 
@@ -65,7 +66,7 @@ async def _serve(
 
     from .. import web
 
-    model = None if chat_model is None else web.resolve_model(chat_model)
+    model = None if chat_model is None else resolve_model(chat_model)
     async with open_store(settings, 'read' if model is None else 'write') as store:
         app = web.create_app(store, scope=scope, token=token, chat_model=model)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level='warning', lifespan='off'))

@@ -267,7 +267,7 @@ def create_app(
             `/login` form sets. Without a token the app answers only requests addressed to loopback
             (`Host: 127.0.0.1`, `localhost`, `[::1]`) or to `trusted_hosts`.
         chat_model: Enable chat (`POST /api/chat` and a message box on each session page): a pydantic-ai
-            model, a model name (`'test'` is the offline `TestModel`), or an agent to run.
+            model, a model name (`'test'` is the offline `echo_model`, which quotes the prompt), or an agent to run.
         trusted_hosts: More `Host` names to answer without a token, when you serve it behind a proxy.
     """
     if scope is not None:
