@@ -9,15 +9,14 @@ import click
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest
 
-from processors import SummarizationProcessor, TiktokenCounter
-
-from .._offline import resolve_model, resolve_summarizer
+from .._offline import resolve_model
 from ..errors import StoreError
 from ..session import Session
 from ..store import SessionStore
 from ._app import db_option, main, pass_settings, scope_option
 from ._render import compaction_line, render_messages, role
 from ._runtime import Settings, err, open_store, out, run
+from ._summarizer import summarizer_options, summarizing
 from .branching import branch_tree, rewind_session, switch_session
 
 __all__ = ('chat',)
@@ -37,12 +36,7 @@ COMMANDS = '/rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /q
 )
 @scope_option
 @click.option('--system', 'system_prompt', metavar='TEXT', help='System prompt for a new session.')
-@click.option(
-    '--summarizer',
-    metavar='MODEL',
-    help='Summarize the conversation with this model past 60 messages (keeping the last 20); '
-    'without it the window just slides.',
-)
+@summarizer_options
 @db_option
 @pass_settings
 def chat(
@@ -52,6 +46,8 @@ def chat(
     scope: str | None,
     system_prompt: str | None,
     summarizer: str | None,
+    trigger: int | None,
+    keep: int | None,
 ) -> None:
     """Chat with a model through a stored session.
 
@@ -64,7 +60,7 @@ def chat(
     /regenerate answers the last prompt again (the old answer stays a branch), /branches shows the
     session's branches and /switch TIP continues another one.
     """
-    run(settings, _chat(settings, session_id, model_name, scope, system_prompt, summarizer))
+    run(settings, _chat(settings, session_id, model_name, scope, system_prompt, summarizer, trigger, keep))
 
 
 def _read_line(interactive: bool) -> str | None:
@@ -86,16 +82,11 @@ async def _chat(
     scope: str | None,
     system_prompt: str | None,
     summarizer: str | None,
+    trigger: int | None,
+    keep: int | None,
 ) -> None:
     model = resolve_model(model_name)
-    processor = None
-    if summarizer is not None:
-        processor = SummarizationProcessor(
-            resolve_summarizer(summarizer),
-            trigger=('messages', 60),
-            keep=('messages', 20),
-            token_counter=TiktokenCounter(),
-        )
+    processor = summarizing(summarizer, trigger, keep)
     agent: Agent[None, str] = Agent(model, system_prompt=system_prompt or ())
     interactive = sys.stdin.isatty()
     async with open_store(settings, 'create', processor=processor) as store:
