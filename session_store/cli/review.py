@@ -11,8 +11,7 @@ from pydantic_ai.messages import CompactionPart, ModelRequest
 from rich.table import Table
 from rich.text import Text
 
-from processors import TiktokenCounter
-
+from .._display import window_tokens
 from ..results import SearchHit
 from ._app import db_option, json_option, main, pass_settings, scope_option
 from ._render import CLIP, clip, echo_json, messages_json, print_suggestion, record_json, render_messages, role
@@ -175,11 +174,11 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
     The pinned head, the latest summary and the kept tail, with their archive positions.
 
     The next run sends exactly these messages plus its new prompt (its processor may compact them
-    further first, if the new prompt crosses a trigger). Token counts are tiktoken's (cl100k_base).
+    further first, if the new prompt crosses a trigger). Token counts are as stored when each message was
+    archived, and the request carrying the summary counted now with tiktoken: what the web page shows too.
     """
     window = run(settings, read(settings, lambda store: store.window(session_id, scope=scope)))
-    counter = TiktokenCounter()
-    tokens = [counter([message]) for message in window.messages]
+    tokens = window_tokens(window)
     if as_json:
         echo_json(
             {
@@ -200,7 +199,7 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
     how = 'a summary of the rest' if summarized else 'no summary'
     out.print(
         f'Session {session_id!r}: the next request sends {len(window.messages)} of {window.message_count} archived '
-        f'messages ({sum(tokens):,} tokens, counted with tiktoken) with {how}, then the new prompt.\n'
+        f'messages ({sum(tokens):,} tokens) with {how}, then the new prompt.\n'
     )
     for line in render_messages(window.messages, window.positions, full=full):
         out.print(line)

@@ -15,11 +15,10 @@ from typing import Any, Literal
 from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.messages import ModelMessage
 
-from processors import count_tokens
-
 from .._codec import dump_messages, dump_usage
+from .._display import window_tokens
 from ..errors import SessionNotFound
-from ..results import Branch, SearchHit, SessionInfo, SessionWindow, StoredSummary
+from ..results import Branch, SearchHit, SessionInfo, StoredSummary
 from ..store import SessionStore
 from ._present import MessageView, message_views, snippet
 
@@ -68,7 +67,7 @@ class WindowMark:
     messages: int
     """How many messages the next request starts from (head, summary-carrying request and tail)."""
     tokens: int
-    """Their tokens, as stored (see `window_tokens`)."""
+    """Their tokens, as `session_store._display.window_tokens` counts them."""
     head: list[int]
     """Positions of pinned head messages before the tail (a system prompt kept from the start)."""
     summary_index: int | None
@@ -315,16 +314,6 @@ def _window_mark(
     return WindowMark(start=start, messages=len(positions), tokens=tokens, head=head, summary_index=carried)
 
 
-async def window_tokens(store: SessionStore, window: SessionWindow) -> list[int]:
-    """Each window message's tokens: as stored (counted once, when archived), and the request carrying the summary,
-    whose stored count no longer holds, counted now with the store's processor's counter."""
-    counter = store.processor.token_counter
-    return [
-        stored if stored is not None else await count_tokens(counter, [message])
-        for stored, message in zip(window.tokens, window.messages, strict=True)
-    ]
-
-
 def page_offset(message_count: int, limit: int, offset: int | None, at: int | None) -> int:
     """The first position of the page: `offset` as asked, else the page holding `at`, else the last page."""
     if offset is not None:
@@ -359,7 +348,7 @@ async def session_page(
     if branch is None:
         count = window.message_count
         chain = await store.summaries(session_id, scope=own_scope)
-        mark = _window_mark(window.positions, count, sum(await window_tokens(store, window)), chain)
+        mark = _window_mark(window.positions, count, sum(window_tokens(window)), chain)
     else:
         shown = next((b for b in branches if b.tip == branch), None)
         if shown is None:
@@ -390,7 +379,7 @@ async def context_page(store: SessionStore, session_id: str, *, scope: str | Non
     own_scope = await session_scope(store, session_id, scope)
     window = await store.window(session_id, scope=own_scope)
     chain = await store.summaries(session_id, scope=own_scope)
-    tokens = await window_tokens(store, window)
+    tokens = window_tokens(window)
     return ContextPage(
         session_id=session_id,
         scope=own_scope,

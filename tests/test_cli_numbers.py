@@ -1,0 +1,62 @@
+"""Numbers the command line and the browser view give about one session agree: a window's tokens, the summaries'
+numbering, and how many summaries a rewound session holds where.
+
+On the demo conversation (`_demo_run.run_turns`, a summary every 10 turns), on SQLite and PostgreSQL: the
+commands through click's `CliRunner`, the web app as `serve` builds it (`served_app`) through httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from session_store.cli import main
+from session_store.cli._demo_run import run_turns
+from session_store.cli._runtime import Settings
+from session_store.cli.serve import served_app
+from tests._cli import ok
+
+pytestmark = pytest.mark.usefixtures('wide_console')
+
+
+def invoke(url: str, *args: str) -> Result:
+    return CliRunner().invoke(main, ['--db', url, *args])
+
+
+def web(url: str, *paths: str) -> list[httpx.Response]:
+    """GET each path from the read-only app `serve` runs on `url`."""
+
+    async def go() -> list[httpx.Response]:
+        settings = Settings(url=url, named=True)
+        async with (
+            served_app(settings, scope=None, token=None, chat_model=None, processor=None) as app,
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url='http://127.0.0.1') as client,
+        ):
+            return [await client.get(path) for path in paths]
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def demo(db_url: str) -> str:
+    """`demo` (scope `demo`): 24 turns of the demo conversation, 96 messages, two summaries."""
+    asyncio.run(run_turns(db_url, 'demo', 0, 24))
+    return db_url
+
+
+def test_context_the_web_page_and_api_context_count_a_window_alike(demo: str) -> None:
+    cli: dict[str, Any] = json.loads(ok(invoke(demo, 'context', 'demo', '--json')))
+    text = ok(invoke(demo, 'context', 'demo'))
+    api, page, session_api = web(demo, '/api/context/demo', '/context/demo', '/api/sessions/demo')
+    tokens = sum(cli['tokens'])
+    said = re.search(r'archived messages \(([\d,]+) tokens', text)
+    assert said is not None and said[1] == f'{tokens:,}'
+    assert api.json()['tokens'] == tokens and [m['tokens'] for m in api.json()['messages']] == cli['tokens']
+    assert f'<b>{tokens:,}</b> tokens' in page.text
+    assert session_api.json()['window']['tokens'] == tokens
