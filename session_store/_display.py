@@ -13,15 +13,30 @@ from typing import Any
 
 from processors import TiktokenCounter
 
-from .results import SessionWindow
+from ._codec import dump_usage
+from .results import SessionWindow, StoredSummary
 
-__all__ = ('call_text', 'media_note', 'one_line', 'tiktoken_counter', 'window_tokens')
+__all__ = ('call_text', 'media_note', 'one_line', 'summary_json', 'tiktoken_counter', 'window_tokens')
 
 
 @cache
 def tiktoken_counter() -> TiktokenCounter:
     """The one `TiktokenCounter` of the process, made on first use: loading its encoding takes most of a second."""
     return TiktokenCounter()
+
+
+def summary_json(summary: StoredSummary) -> dict[str, Any]:
+    """A summary as the command line's and the web's JSON give it, numbered from 1 as every listing numbers it."""
+    return {
+        'number': summary.number,
+        'covers_from': summary.covers_from,
+        'covers_to': summary.covers_to,
+        'text': summary.text,
+        'tokens': summary.tokens,
+        'model_name': summary.model_name,
+        'usage': dump_usage(summary.usage),
+        'created_at': summary.created_at.isoformat(),
+    }
 
 
 def window_tokens(window: SessionWindow) -> list[int]:

@@ -33,7 +33,7 @@ class StoredSummary:
     """One link of a session's summary chain."""
 
     index: int
-    """0 for the first summary; each extends the one before it."""
+    """Its place in the chain, from 0: each extends the one before it. People see `number`."""
     covers_from: int
     """The first archive position this summary folded in."""
     covers_to: int
@@ -43,6 +43,11 @@ class StoredSummary:
     model_name: str | None
     usage: RunUsage
     created_at: datetime
+
+    @property
+    def number(self) -> int:
+        """How every listing numbers it, and the summaries' own text does: 1 for the first of the chain."""
+        return self.index + 1
 
 
 @dataclass(frozen=True)

@@ -60,3 +60,21 @@ def test_context_the_web_page_and_api_context_count_a_window_alike(demo: str) ->
     assert api.json()['tokens'] == tokens and [m['tokens'] for m in api.json()['messages']] == cli['tokens']
     assert f'<b>{tokens:,}</b> tokens' in page.text
     assert session_api.json()['window']['tokens'] == tokens
+
+
+def test_summaries_are_numbered_from_1_everywhere(demo: str) -> None:
+    said = ok(invoke(demo, 'compact', 'demo', '--summarizer', 'test'))
+    assert "Compacted 'demo': summary 3 folds in messages" in said
+    listed = ok(invoke(demo, 'summaries', 'demo'))
+    links: list[dict[str, Any]] = json.loads(ok(invoke(demo, 'summaries', 'demo', '--json')))
+    page, api, context = web(demo, '/sessions/demo?offset=0&limit=500', '/api/sessions/demo?offset=0', '/context/demo')
+    assert [link['number'] for link in links] == [1, 2, 3] and 'index' not in links[0]
+    assert [s['number'] for s in api.json()['summaries']] == [1, 2, 3]
+    assert api.json()['window']['summary_number'] == 3
+    # The demo's own summarizer numbers its texts as it goes: `Summary 1: ...`, `Summary 2: ...`.
+    assert [link['text'].split(':')[0] for link in links[:2]] == ['Summary 1', 'Summary 2']
+    assert '#1  messages 0-' in listed and ', the first' in listed
+    assert '#2  messages' in listed and 'extends #1' in listed and 'extends #2' in listed and '#0' not in listed
+    assert [f'Summary #{n}</span>' in page.text for n in (1, 2, 3)] == [True, True, True]
+    assert 'extends #2' in page.text and 'Summary #0' not in page.text
+    assert 'with summary #3 standing in' in page.text and 'summary #3 stands in for messages 0' in context.text

@@ -126,7 +126,7 @@ def compaction_line(session_id: str, summary: StoredSummary | None) -> str:
     if summary is None:
         return f'Nothing to compact in {session_id!r} yet: its history is no longer than the tail it keeps.'
     return (
-        f'Compacted {session_id!r}: summary {summary.index + 1} folds in messages '
+        f'Compacted {session_id!r}: summary {summary.number} folds in messages '
         f'{summary.covers_from}-{summary.covers_to - 1} ({summary.tokens} tokens); the window now starts at '
         f'{summary.covers_to}.'
     )

@@ -131,8 +131,8 @@ def _print_report(settings: Settings, finished: DemoRun) -> None:
         resumed = chain[first.summarizer_calls]
         out.print(
             Text(
-                f'✓ The summary chain continued across the restart: summary #{resumed.index}, the first one '
-                f'process 2 made, extended #{resumed.index - 1}, which process 1 stored. No summary was lost '
+                f'✓ The summary chain continued across the restart: summary #{resumed.number}, the first one '
+                f'process 2 made, extended #{resumed.number - 1}, which process 1 stored. No summary was lost '
                 'or made again.',
                 style='green',
             ),

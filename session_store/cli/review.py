@@ -11,7 +11,7 @@ from pydantic_ai.messages import CompactionPart, ModelRequest
 from rich.table import Table
 from rich.text import Text
 
-from .._display import window_tokens
+from .._display import summary_json, window_tokens
 from ..results import SearchHit
 from ._app import db_option, json_option, main, pass_settings, scope_option
 from ._render import CLIP, clip, echo_json, messages_json, print_suggestion, record_json, render_messages, role
@@ -134,7 +134,7 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
     """
     chain = run(settings, read(settings, lambda store: store.summaries(session_id, scope=scope)))
     if as_json:
-        echo_json([record_json(summary) for summary in chain])
+        echo_json([summary_json(summary) for summary in chain])
         return
     if not chain:
         out.print(f'Session {session_id!r} has no summaries yet: its whole archive still fits the window.')
@@ -144,11 +144,11 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
         f'{chain[0].covers_from}-{chain[-1].covers_to - 1}.\n'
     )
     for summary in chain:
-        extends = 'the first' if summary.index == 0 else f'extends #{summary.index - 1}'
+        extends = 'the first' if summary.number == 1 else f'extends #{summary.number - 1}'
         covered = summary.covers_to - summary.covers_from
         out.print(
             Text.assemble(
-                (f'#{summary.index}', 'bold yellow'),
+                (f'#{summary.number}', 'bold yellow'),
                 f'  messages {summary.covers_from}-{summary.covers_to - 1} ({covered} new), {extends}',
                 (
                     f'  · {summary.tokens:,} tokens (counted) · {summary.model_name or "unknown model"} · '

@@ -16,7 +16,7 @@ from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.messages import ModelMessage
 
 from .._codec import dump_messages, dump_usage
-from .._display import window_tokens
+from .._display import summary_json, window_tokens
 from ..errors import SessionNotFound
 from ..results import Branch, SearchHit, SessionInfo, StoredSummary
 from ..store import SessionStore
@@ -70,8 +70,8 @@ class WindowMark:
     """Their tokens, as `session_store._display.window_tokens` counts them."""
     head: list[int]
     """Positions of pinned head messages before the tail (a system prompt kept from the start)."""
-    summary_index: int | None
-    """The summary the window carries, if any."""
+    summary_number: int | None
+    """The number of the summary the window carries, if any."""
 
 
 Rows = list[tuple[Literal['band', 'marker', 'message'], Any]]
@@ -138,7 +138,7 @@ class SessionPage:
         return rows
 
     def band_of(self, position: int) -> int | None:
-        """The index of the summary whose range holds `position`, if any."""
+        """The index of the summary whose range holds `position`, if any: its band's colour."""
         for summary in self.summaries:
             if summary.covers_from <= position < summary.covers_to:
                 return summary.index
@@ -234,13 +234,6 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
     }
 
 
-def summary_json(summary: StoredSummary) -> dict[str, Any]:
-    data = asdict(summary)
-    data['usage'] = dump_usage(summary.usage)
-    data['created_at'] = summary.created_at.isoformat()
-    return data
-
-
 def branch_json(branch: Branch) -> dict[str, Any]:
     data = asdict(branch)
     data['updated_at'] = branch.updated_at.isoformat()
@@ -310,8 +303,8 @@ def _window_mark(
             break
         start = position
     head = [position for position in positions if position < start]
-    carried = next((summary.index for summary in reversed(chain) if summary.covers_to <= start), None)
-    return WindowMark(start=start, messages=len(positions), tokens=tokens, head=head, summary_index=carried)
+    carried = next((summary.number for summary in reversed(chain) if summary.covers_to <= start), None)
+    return WindowMark(start=start, messages=len(positions), tokens=tokens, head=head, summary_number=carried)
 
 
 def page_offset(message_count: int, limit: int, offset: int | None, at: int | None) -> int:
