@@ -78,3 +78,25 @@ def test_summaries_are_numbered_from_1_everywhere(demo: str) -> None:
     assert [f'Summary #{n}</span>' in page.text for n in (1, 2, 3)] == [True, True, True]
     assert 'extends #2' in page.text and 'Summary #0' not in page.text
     assert 'with summary #3 standing in' in page.text and 'summary #3 stands in for messages 0' in context.text
+
+
+def test_summaries_after_a_rewind_say_what_is_on_the_active_path_and_what_is_elsewhere(demo: str) -> None:
+    chain: list[dict[str, Any]] = json.loads(ok(invoke(demo, 'summaries', 'demo', '--json')))
+    assert len(chain) == 2
+    # Back past the second summary's range: the first stays on the path, the second on the branch left.
+    see = Settings(url=demo, named=True).command('branches', 'demo')  # without --db when the URL has a password
+    ok(invoke(demo, 'rewind', 'demo', str(chain[1]['covers_to'] - 4)))
+    partly = ok(invoke(demo, 'summaries', 'demo'))
+    assert partly.startswith(
+        f"Session 'demo': 1 summary on its active path, covering messages 0-{chain[0]['covers_to'] - 1}; "
+        f'1 more summary stored on its other branches (see `{see}`).'
+    )
+    # Back before the first: none on the path, and it says where the two are.
+    ok(invoke(demo, 'rewind', 'demo', '8'))
+    none = ok(invoke(demo, 'summaries', 'demo')).strip()
+    assert none == (
+        "Session 'demo' has no summaries on its active path: 2 more summaries stored on its other branches "
+        f'(see `{see}`).'
+    )
+    listing = json.loads(ok(invoke(demo, 'sessions', '--json')))
+    assert [(s['session_id'], s['summary_count']) for s in listing] == [('demo', 2)]

@@ -26,6 +26,7 @@ __all__ = (
     'compaction_line',
     'echo_json',
     'messages_json',
+    'plural',
     'print_suggestion',
     'record_json',
     'render_messages',
@@ -108,6 +109,13 @@ def record_json(record: Any) -> dict[str, Any]:
         elif isinstance(value, datetime):
             data[name] = value.isoformat()
     return data
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 message`, `2,048 messages`, `3 summaries`: a count and its noun, in the plural unless it is 1."""
+    if count == 1:
+        return f'{count:,} {noun}'
+    return f'{count:,} {noun[:-1] + "ies" if noun.endswith("y") else noun + "s"}'
 
 
 def echo_json(value: Any) -> None:

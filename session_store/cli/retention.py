@@ -14,6 +14,7 @@ import click
 from ..results import Removed
 from ..store import SessionStore
 from ._app import db_option, main, pass_settings, scope_option
+from ._render import plural
 from ._runtime import Settings, open_store, out, run
 
 __all__ = ('delete', 'prune')
@@ -38,11 +39,7 @@ def _report(removed: Removed, verb: str, where: str) -> str:
     else:
         shown = f' ({", ".join(map(repr, ids[:10]))}{", ..." if len(ids) > 10 else ""})' if ids else ''
         what = f'{len(ids)} sessions{shown}'
-    return f'{verb} {what} {where}: {_plural(removed.messages, "message")} and {_plural(removed.summaries, "summary")}.'
-
-
-def _plural(count: int, noun: str) -> str:
-    return f'{count} {noun}' if count == 1 else f'{count} {noun[:-1] + "ies" if noun.endswith("y") else noun + "s"}'
+    return f'{verb} {what} {where}: {plural(removed.messages, "message")} and {plural(removed.summaries, "summary")}.'
 
 
 @main.command()

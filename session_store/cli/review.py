@@ -12,9 +12,19 @@ from rich.table import Table
 from rich.text import Text
 
 from .._display import summary_json, window_tokens
-from ..results import SearchHit
+from ..results import SearchHit, SummaryChain
 from ._app import db_option, json_option, main, pass_settings, scope_option
-from ._render import CLIP, clip, echo_json, messages_json, print_suggestion, record_json, render_messages, role
+from ._render import (
+    CLIP,
+    clip,
+    echo_json,
+    messages_json,
+    plural,
+    print_suggestion,
+    record_json,
+    render_messages,
+    role,
+)
 from ._runtime import Settings, out, read, run
 
 __all__ = ('context', 'history', 'search', 'sessions', 'summaries')
@@ -133,15 +143,21 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
     contiguous and together cover everything before the current window.
     """
     chain = run(settings, read(settings, lambda store: store.summaries(session_id, scope=scope)))
+    assert isinstance(chain, SummaryChain)  # what store.summaries hands back, though typed as its list
     if as_json:
         echo_json([summary_json(summary) for summary in chain])
         return
+    others = ''
+    if chain.elsewhere:
+        see = settings.command('branches', session_id, *(['--scope', scope] if scope else []))
+        others = f'{plural(chain.elsewhere, "more summary")} stored on its other branches (see `{see}`)'
     if not chain:
-        out.print(f'Session {session_id!r} has no summaries yet: its whole archive still fits the window.')
+        fits = others or 'its whole archive still fits the window'
+        out.print(f'Session {session_id!r} has no summaries on its active path: {fits}.')
         return
     out.print(
-        f'Session {session_id!r}: {len(chain)} summaries covering messages '
-        f'{chain[0].covers_from}-{chain[-1].covers_to - 1}.\n'
+        f'Session {session_id!r}: {plural(len(chain), "summary")} on its active path, covering messages '
+        f'{chain[0].covers_from}-{chain[-1].covers_to - 1}{f"; {others}" if others else ""}.\n'
     )
     for summary in chain:
         extends = 'the first' if summary.number == 1 else f'extends #{summary.number - 1}'
