@@ -74,7 +74,7 @@ def test_the_summarizer_options_are_checked_in_one_line() -> None:
     )
     fails(
         invoke('serve', '--chat', 'test', '--summarizer', 'test', '--trigger', '1'),
-        '--trigger must be a whole number from 2 to 1,000,000,000; got 1.',
+        '--trigger must be from 2 to 1,000,000,000; got 1.',
     )
     fails(invoke('chat', 'c', '--model', 'test', '--keep', '3'), '--keep only apply with --summarizer MODEL')
     fails(

@@ -25,19 +25,19 @@ def _label(param: click.Parameter | None) -> str:
 
 
 class Bounded(click.IntRange):
-    """A whole number from `low` to `high`. Anything else is refused in one line naming the option and both bounds,
-    exit 1, as every error a user can fix is: a number past what the database holds never reaches it."""
+    """A whole number from `low` to `high`: a number outside them is refused in one line naming the option and both
+    bounds, exit 1, as every error a user can fix is, so a number past what the database holds never reaches it.
+    What is not a number at all is click's usage error, as any argument click can't parse."""
 
     def __init__(self, low: int, high: int) -> None:
         super().__init__(low, high)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.INT.convert(value, param, ctx)
         try:
-            return super().convert(value, param, ctx)
+            return super().convert(number, param, ctx)
         except click.BadParameter:
-            raise Failure(
-                f'{_label(param)} must be a whole number from {self.min:,} to {self.max:,}; got {value}.'
-            ) from None
+            raise Failure(f'{_label(param)} must be from {self.min:,} to {self.max:,}; got {number}.') from None
 
 
 class _Name(click.types.StringParamType):

@@ -16,7 +16,7 @@ from rich.tree import Tree
 from ..results import Branch
 from ..session import Session
 from ..store import SessionStore
-from ._app import db_option, json_option, main, pass_settings, scope_option
+from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, pass_settings, scope_option
 from ._render import echo_json, plural, print_suggestion, record_json
 from ._runtime import Settings, open_store, out, read, run
 
@@ -98,7 +98,7 @@ async def switch_session(session: Session, tip: str) -> str:
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
 @json_option
 @db_option
@@ -128,8 +128,8 @@ def branches(settings: Settings, session_id: str, scope: str | None, as_json: bo
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
-@click.argument('position', type=int)
+@click.argument('session_id', metavar='ID', type=NAME)
+@click.argument('position', type=Bounded(0, MAX_COUNT))
 @scope_option
 @db_option
 @pass_settings
@@ -148,7 +148,7 @@ def rewind(settings: Settings, session_id: str, position: int, scope: str | None
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @click.argument('tip', metavar='TIP')
 @scope_option
 @db_option
@@ -168,9 +168,18 @@ def switch(settings: Settings, session_id: str, tip: str, scope: str | None) -> 
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
-@click.option('--at', 'at', type=int, required=True, metavar='N', help='Copy the first N messages of the active path.')
-@click.option('--to', 'new_session_id', required=True, metavar='NEW', help='The new session id (must be free).')
+@click.argument('session_id', metavar='ID', type=NAME)
+@click.option(
+    '--at',
+    'at',
+    type=Bounded(0, MAX_COUNT),
+    required=True,
+    metavar='N',
+    help='Copy the first N messages of the active path.',
+)
+@click.option(
+    '--to', 'new_session_id', type=NAME, required=True, metavar='NEW', help='The new session id (must be free).'
+)
 @scope_option
 @db_option
 @pass_settings

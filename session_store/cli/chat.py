@@ -13,7 +13,7 @@ from .._offline import resolve_model
 from ..errors import StoreError
 from ..session import Session
 from ..store import SessionStore
-from ._app import db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, pass_settings, scope_option
 from ._render import compaction_line, render_messages, role
 from ._runtime import Settings, err, open_store, out, run
 from ._summarizer import summarizer_options, summarizing
@@ -26,7 +26,7 @@ COMMANDS = '/rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /q
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @click.option(
     '--model',
     'model_name',

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..results import StoredSummary
-from ._app import db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, pass_settings, scope_option
 from ._render import compaction_line
 from ._runtime import Settings, open_store, out, run
 from ._summarizer import KEEP, keep_option, summarizer_processor
@@ -14,7 +14,7 @@ __all__ = ('compact',)
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @click.option(
     '--summarizer',
     metavar='MODEL',

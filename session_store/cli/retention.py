@@ -13,21 +13,27 @@ import click
 
 from ..results import Removed
 from ..store import SessionStore
-from ._app import db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, pass_settings, scope_option
 from ._render import plural
-from ._runtime import Settings, open_store, out, run
+from ._runtime import Failure, Settings, open_store, out, run
 
 __all__ = ('delete', 'prune')
 
 _AGE = re.compile(r'(\d+)([dhm])')
 _UNITS = {'d': 'days', 'h': 'hours', 'm': 'minutes'}
+_OLDEST = timedelta(days=36_500)
+"""The longest --older-than: 100 years, past which no date in the store reaches (and dates run out)."""
 
 
 def _age(value: str) -> timedelta:
-    """`90d`, `12h` or `30m` as a timedelta."""
+    """`90d`, `12h` or `30m` as a timedelta; anything else, or longer than `_OLDEST`, refused in one line."""
     match = _AGE.fullmatch(value.strip())
-    if match is None or int(match[1]) == 0:
+    if match is None:
         raise click.BadParameter(f'{value!r}: give a number of days, hours or minutes, such as 90d, 12h or 30m.')
+    # Compared as a count of minutes first: a timedelta of that many days may not even exist.
+    minutes = int(match[1]) * {'d': 1440, 'h': 60, 'm': 1}[match[2]]
+    if not 0 < minutes <= _OLDEST / timedelta(minutes=1):
+        raise Failure(f'--older-than must be from 1m to {_OLDEST.days}d (100 years); got {value!r}.')
     return timedelta(**{_UNITS[match[2]]: int(match[1])})
 
 
@@ -43,7 +49,7 @@ def _report(removed: Removed, verb: str, where: str) -> str:
 
 
 @main.command()
-@click.argument('session_id', metavar='[ID]', required=False)
+@click.argument('session_id', metavar='[ID]', type=NAME, required=False)
 @scope_option
 @click.option('-y', '--yes', is_flag=True, help='Do not ask for confirmation.')
 @db_option

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from .._display import summary_json, window_tokens
 from ..results import SearchHit, SummaryChain
-from ._app import db_option, json_option, main, pass_settings, scope_option
+from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, pass_settings, scope_option
 from ._render import (
     CLIP,
     clip,
@@ -32,7 +32,7 @@ __all__ = ('context', 'history', 'search', 'sessions', 'summaries')
 
 @main.command()
 @scope_option
-@click.option('--limit', type=click.IntRange(min=1), help='At most this many, most recently updated first.')
+@click.option('--limit', type=Bounded(1, MAX_COUNT), help='At most this many, most recently updated first.')
 @json_option
 @db_option
 @pass_settings
@@ -68,10 +68,10 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
-@click.option('--offset', type=click.IntRange(min=0), default=0, show_default=True, help='First archive position.')
-@click.option('--limit', type=click.IntRange(min=1), default=50, show_default=True, help='Messages per page.')
+@click.option('--offset', type=Bounded(0, MAX_COUNT), default=0, show_default=True, help='First archive position.')
+@click.option('--limit', type=Bounded(1, MAX_COUNT), default=50, show_default=True, help='Messages per page.')
 @click.option('--all', 'everything', is_flag=True, help='Every message from --offset on, not one page.')
 @click.option('--full', is_flag=True, help=f'Show whole parts instead of their first {CLIP} characters.')
 @click.option('--branch', metavar='TIP', help="This branch's path (a tip `branches` lists) instead of the active one.")
@@ -131,7 +131,7 @@ def history(
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
 @json_option
 @db_option
@@ -178,7 +178,7 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
 @click.option('--full', is_flag=True, help=f'Show whole parts instead of their first {CLIP} characters.')
 @json_option
@@ -225,8 +225,8 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
 @main.command()
 @click.argument('text')
 @scope_option
-@click.option('--session', 'session_id', metavar='ID', help='Search only this session.')
-@click.option('--limit', type=click.IntRange(min=1), default=20, show_default=True, help='At most this many hits.')
+@click.option('--session', 'session_id', metavar='ID', type=NAME, help='Search only this session.')
+@click.option('--limit', type=Bounded(1, MAX_COUNT), default=20, show_default=True, help='At most this many hits.')
 @json_option
 @db_option
 @pass_settings

@@ -12,7 +12,7 @@ import click
 from processors import SummarizationProcessor
 
 from .._offline import resolve_model
-from ._app import db_option, main, pass_settings
+from ._app import NAME, Bounded, db_option, main, pass_settings
 from ._runtime import Failure, Settings, err, open_store, run
 from ._summarizer import summarizer_options, summarizing
 
@@ -28,8 +28,8 @@ ENV_TOKEN = 'SESSION_STORE_TOKEN'
 @click.option(
     '--host', default='127.0.0.1', show_default=True, help='Address to listen on; other than loopback needs --token.'
 )
-@click.option('--port', type=click.IntRange(0, 65535), default=8000, show_default=True, help='Port to listen on.')
-@click.option('--scope', metavar='SCOPE', help='Confine every page, API call and chat to this scope.')
+@click.option('--port', type=Bounded(0, 65535), default=8000, show_default=True, help='Port to listen on.')
+@click.option('--scope', metavar='SCOPE', type=NAME, help='Confine every page, API call and chat to this scope.')
 @click.option(
     '--token',
     metavar='TOKEN',
