@@ -9,6 +9,8 @@ import click
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest
 
+from processors import SummarizationProcessor
+
 from .._offline import resolve_model
 from ..errors import StoreError
 from ..session import Session
@@ -90,23 +92,30 @@ async def _chat(
     agent: Agent[None, str] = Agent(model, system_prompt=system_prompt or ())
     interactive = sys.stdin.isatty()
     async with open_store(settings, 'create', processor=processor) as store:
+        new = await store.conversations.read_record(session_id) is None
         session = await store.session(session_id, scope=scope)
-        # Only to number the replies as `history` does; reading the window never reads the archive.
-        archived = (await store.window(session_id, scope=scope)).message_count
-        if interactive:
-            err.print(
-                f'Session {session_id!r} ({archived} messages archived) with {model_name}. '
-                f'Commands: {COMMANDS}; Ctrl-D also ends.'
-            )
-        while (line := _read_line(interactive)) is not None:
-            if not line:
-                continue
-            if line.startswith('/'):
-                archived = await _command(store, session, agent, line, archived)
-                continue
-            result = await session.run(agent, line)
-            archived += len(result.new_messages())
-            _print_replies(result.new_messages(), archived)
+        try:
+            # Only to number the replies as `history` does; reading the window never reads the archive.
+            archived = (await store.window(session_id, scope=scope)).message_count
+            if interactive:
+                err.print(
+                    f'Session {session_id!r} ({archived} messages archived) with {model_name}. '
+                    f'Commands: {COMMANDS}; Ctrl-D also ends.'
+                )
+            while (line := _read_line(interactive)) is not None:
+                if not line:
+                    continue
+                if line.startswith('/'):
+                    archived = await _command(store, session, agent, line, archived)
+                    continue
+                result = await session.run(agent, line)
+                archived += len(result.new_messages())
+                _print_replies(result.new_messages(), archived)
+        finally:
+            # Opening made the session; a chat that stored nothing in it (its first run failed, or nothing was
+            # typed) leaves no empty session behind.
+            if new and not (await store.window(session_id, scope=scope)).message_count:
+                await store.delete(session_id, scope=scope)
 
 
 def _print_replies(new: Sequence[ModelMessage], archived: int) -> None:
@@ -133,6 +142,10 @@ async def _command(store: SessionStore, session: Session, agent: Agent[None, str
         elif name == '/branches' and not argument:
             out.print(branch_tree(session.session_id, await session.branches()), soft_wrap=False)
         elif name == '/compact':
+            if not isinstance(session.processor, SummarizationProcessor):
+                raise ValueError(
+                    "/compact needs a summarizer: start the chat with --summarizer MODEL ('test' is offline)."
+                )
             out.print(compaction_line(session.session_id, await session.compact(argument or None)), markup=False)
         elif name == '/regenerate' and not argument:
             result = await session.regenerate(agent)
