@@ -33,7 +33,7 @@ def keygen(key_id: str) -> None:
     secret = Encryption.generate_key()
     try:
         Encryption(keys={key_id: secret})
-    except ValueError as error:
+    except (ValueError, ImportError) as error:  # a bad key id; the encryption extra missing
         raise Failure(str(error)) from None
     out.print(f'{key_id}={secret}')
 

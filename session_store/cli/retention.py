@@ -73,6 +73,10 @@ async def _delete(settings: Settings, session_id: str | None, scope: str | None,
             question = f'Delete session {session_id!r} and its whole archive from {settings.shown_url}?'
         else:
             planned = len(await store.sessions(scope=scope))
+            if not planned:
+                raise Failure(
+                    f'No session is saved under scope {scope!r} in {settings.shown_url}; nothing was deleted.'
+                )
             question = f'Delete all {planned} sessions saved under scope {scope!r} from {settings.shown_url}?'
         if not yes:
             click.confirm(question, abort=True)
