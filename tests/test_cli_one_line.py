@@ -11,6 +11,7 @@ import asyncio
 import importlib.util
 import json
 import shlex
+import socket
 import sys
 from importlib.machinery import ModuleSpec
 from pathlib import Path
@@ -93,3 +94,11 @@ def test_the_history_footer_on_an_encrypted_store_names_the_key_file(demo: str, 
     if '--db' not in words:  # a URL with a password is left out: the environment names it
         words = ['--db', demo, *words]
     assert ok(CliRunner().invoke(main, words)).startswith('[3] ')
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line_before_claiming_to_serve(demo: str) -> None:
+    with socket.create_server(('127.0.0.1', 0)) as taken:
+        port = taken.getsockname()[1]
+        result = invoke(demo, 'serve', '--port', str(port))
+    fails(result, f'Port {port} on 127.0.0.1 is in use: pass another --port')
+    assert 'Serving' not in result.output

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.util
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -85,8 +87,11 @@ def serve(
 
     async def work() -> None:
         processor = summarizing(summarizer, trigger, keep)
-        async with served_app(settings, scope=scope, token=token, chat_model=chat_model, processor=processor) as app:
-            await _serve(settings, app, host, port, notes)
+        with _listen(host, port) as listening:
+            async with served_app(
+                settings, scope=scope, token=token, chat_model=chat_model, processor=processor
+            ) as app:
+                await _serve(settings, app, listening, notes)
 
     run(settings, work())
 
@@ -109,13 +114,26 @@ async def served_app(
         yield web.create_app(store, scope=scope, token=token, chat_model=model)
 
 
-async def _serve(settings: Settings, app: Starlette, host: str, port: int, notes: list[str]) -> None:
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on `host`:`port`, bound before anything says it serves; a port in use fails in one line."""
+    try:
+        return socket.create_server((host, port), family=socket.AF_INET6 if ':' in host else socket.AF_INET)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise Failure(
+                f'Port {port} on {host} is in use: pass another --port (0 picks a free one), or stop what holds it.'
+            ) from None
+        raise Failure(f'Cannot listen on {host}:{port}: {error.strerror or error}.') from None
+
+
+async def _serve(settings: Settings, app: Starlette, listening: socket.socket, notes: list[str]) -> None:
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level='warning', lifespan='off'))
+    host, port = listening.getsockname()[:2]
+    server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='off'))
     shown = f'[{host}]' if ':' in host else host
     err.print(
         f'Serving {settings.shown_url} at http://{shown}:{port}/ ({", ".join(notes)}). Ctrl-C stops it.',
         markup=False,
     )
-    await server.serve()
+    await server.serve(sockets=[listening])
