@@ -28,6 +28,7 @@ __all__ = (
     'SearchPage',
     'SessionPage',
     'SessionsPage',
+    'UnknownBranch',
     'WindowMark',
     'context_page',
     'search_page',
@@ -249,6 +250,13 @@ def messages_json(views: Sequence[MessageView], raw: Sequence[ModelMessage]) -> 
     ]
 
 
+class UnknownBranch(LookupError):
+    """A page asked for a branch the session (which exists) does not have; its message names the ones it has."""
+
+    def __init__(self, session_id: str, branch: str, tips: Sequence[str]) -> None:
+        super().__init__(f'Session {session_id!r} has no branch {branch!r}; its branches are {", ".join(tips)}.')
+
+
 # --- reading ---------------------------------------------------------------------------------------
 
 
@@ -345,7 +353,7 @@ async def session_page(
     else:
         shown = next((b for b in branches if b.tip == branch), None)
         if shown is None:
-            raise SessionNotFound(session_id, scope)
+            raise UnknownBranch(session_id, branch, [b.tip for b in branches])
         count, chain, mark = shown.message_count, [], None
     first = page_offset(count, limit, offset, at)
     messages = await store.history(session_id, scope=own_scope, offset=first, limit=limit, branch=branch)
