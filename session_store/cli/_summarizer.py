@@ -51,7 +51,7 @@ def summarizer_options(function: Callable[..., Any]) -> Callable[..., Any]:
         '--summarizer',
         metavar='MODEL',
         help="Summarize what falls out of the window with this model ('test' summarizes offline, extractively); "
-        'without it the window just slides.',
+        'without it nothing is summarized.',
     )(with_trigger)
 
 
