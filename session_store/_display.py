@@ -1,15 +1,51 @@
-"""How the values in message parts read as text wherever they are shown: the command line and the web page.
+"""What the command line and the web page show alike: the values in message parts as text, and a window's tokens.
 
 What each kind of part holds is `_parts`' table; this is how its pieces are written out: tool calls as
-they read in code, tool arguments and results on one line, media as a count.
+they read in code, tool arguments and results on one line, media as a count. A window's token counts are
+made here once for both, so `session-store context`, the context page and `/api/context` agree.
 """
 
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
-__all__ = ('call_text', 'media_note', 'one_line')
+from processors import TiktokenCounter
+
+from ._codec import dump_usage
+from .results import SessionWindow, StoredSummary
+
+__all__ = ('call_text', 'media_note', 'one_line', 'summary_json', 'tiktoken_counter', 'window_tokens')
+
+
+@cache
+def tiktoken_counter() -> TiktokenCounter:
+    """The one `TiktokenCounter` of the process, made on first use: loading its encoding takes most of a second."""
+    return TiktokenCounter()
+
+
+def summary_json(summary: StoredSummary) -> dict[str, Any]:
+    """A summary as the command line's and the web's JSON give it, numbered from 1 as every listing numbers it."""
+    return {
+        'number': summary.number,
+        'covers_from': summary.covers_from,
+        'covers_to': summary.covers_to,
+        'text': summary.text,
+        'tokens': summary.tokens,
+        'model_name': summary.model_name,
+        'usage': dump_usage(summary.usage),
+        'created_at': summary.created_at.isoformat(),
+    }
+
+
+def window_tokens(window: SessionWindow) -> list[int]:
+    """Each window message's tokens: as stored (counted once, when archived), and the request carrying the summary,
+    whose stored count no longer holds, counted now with tiktoken, whichever processor the store was opened with."""
+    return [
+        stored if stored is not None else tiktoken_counter()([message])
+        for stored, message in zip(window.tokens, window.messages, strict=True)
+    ]
 
 
 def one_line(value: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -9,7 +10,16 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-__all__ = ('Branch', 'Removed', 'Resealed', 'SearchHit', 'SessionInfo', 'SessionWindow', 'StoredSummary')
+__all__ = (
+    'Branch',
+    'Removed',
+    'Resealed',
+    'SearchHit',
+    'SessionInfo',
+    'SessionWindow',
+    'StoredSummary',
+    'SummaryChain',
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,7 @@ class StoredSummary:
     """One link of a session's summary chain."""
 
     index: int
-    """0 for the first summary; each extends the one before it."""
+    """Its place in the chain, from 0: each extends the one before it. People see `number`."""
     covers_from: int
     """The first archive position this summary folded in."""
     covers_to: int
@@ -43,6 +53,23 @@ class StoredSummary:
     model_name: str | None
     usage: RunUsage
     created_at: datetime
+
+    @property
+    def number(self) -> int:
+        """How every listing numbers it, and the summaries' own text does: 1 for the first of the chain."""
+        return self.index + 1
+
+
+class SummaryChain(list[StoredSummary]):
+    """A session's summary chain, oldest first: the links its active path's window builds on, as a list.
+
+    `elsewhere` counts the summaries the session stores besides them, on the branches a rewind, a regenerate
+    or an edit left: after a rewind the chain may be short or empty while the session still holds many.
+    """
+
+    def __init__(self, links: Iterable[StoredSummary] = (), *, elsewhere: int = 0) -> None:
+        super().__init__(links)
+        self.elsewhere = elsewhere
 
 
 @dataclass(frozen=True)

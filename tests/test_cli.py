@@ -163,8 +163,8 @@ def test_demo_runs_offline_and_leaves_a_database_the_other_commands_read(tmp_pat
     assert lines[2] == "[1] assistant → lookup_order(order_id='ORDER-1000')"
     assert lines[4].startswith('[2] tool lookup_order ⇒ {"order_id": "ORDER-1000", "item": "kettle"')
     assert lines[-1] == '… more: session-store history demo --offset 20 --limit 20'
-    assert f'#0  messages 0-{chain[0].covers_to - 1} ({chain[0].covers_to} new), the first' in ok(summaries)
-    assert f'#{last.index}  messages {last.covers_from}-{last.covers_to - 1}' in summaries.stdout
+    assert f'#1  messages 0-{chain[0].covers_to - 1} ({chain[0].covers_to} new), the first' in ok(summaries)
+    assert f'#{last.number}  messages {last.covers_from}-{last.covers_to - 1}' in summaries.stdout
     assert last.text.split('(')[0] in summaries.stdout  # 'Summary 14: 112 customer turns so far '
     assert 'with a summary of the rest' in ok(context)
     assert f'[{window.positions[0]}] system: You are the support agent' in context.stdout
@@ -242,8 +242,8 @@ def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) 
         (s.covers_from, s.covers_to, s.text) for s in chain
     ]
     assert [s['covers_from'] for s in links[1:]] == [s['covers_to'] for s in links[:-1]]
-    assert f'#1  messages {chain[1].covers_from}-{chain[1].covers_to - 1}' in ok(chain_text)
-    assert 'extends #0' in chain_text.stdout
+    assert f'#2  messages {chain[1].covers_from}-{chain[1].covers_to - 1}' in ok(chain_text)
+    assert 'extends #1' in chain_text.stdout
 
     shown = json.loads(ok(window_json))
     assert shown['positions'] == window.positions
@@ -333,10 +333,10 @@ def test_chat_runs_each_line_through_the_stored_session(db_url: str, tmp_path: P
         'chat', 'c1', '--model', 'test', '--system', 'Be brief.',
         db=db_url, cwd=tmp_path, stdin='hello there\n\nwhere is ORDER-1042?\n/quit\nnever sent\n',
     )  # fmt: skip
-    reply = 'assistant: success (no tool calls)'
-    assert ok(first).splitlines() == [f'[1] {reply}', f'[3] {reply}']
+    reply = 'assistant: (test model, offline) You said:'
+    assert ok(first).splitlines() == [f'[1] {reply} hello there', f'[3] {reply} where is ORDER-1042?']
     resumed = cli('chat', 'c1', '--model', 'test', db=db_url, cwd=tmp_path, stdin='again\n')
-    assert ok(resumed).splitlines() == [f'[5] {reply}']
+    assert ok(resumed).splitlines() == [f'[5] {reply} again']
     lines = ok(cli('history', 'c1', db=db_url, cwd=tmp_path)).splitlines()
     assert lines[:2] == ['[0] system: Be brief.', '[0] user: hello there']
     assert '[2] user: where is ORDER-1042?' in lines and '[4] user: again' in lines

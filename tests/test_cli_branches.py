@@ -181,7 +181,9 @@ def test_bad_ids_positions_and_tips_fail_in_one_line_and_change_nothing(tree: st
 
 
 def test_chat_rewinds_regenerates_lists_and_switches_between_lines(db_url: str) -> None:
-    reply = 'assistant: success (no tool calls)'
+    def reply(prompt: str) -> str:
+        return f'assistant: (test model, offline) You said: {prompt}'
+
     typed = '\n'.join(
         [
             'hello',
@@ -199,13 +201,13 @@ def test_chat_rewinds_regenerates_lists_and_switches_between_lines(db_url: str) 
     )
     result = invoke(db_url, 'chat', 'c', '--model', 'test', stdin=typed + '\n')
     lines = ok(result).splitlines()
-    assert lines[:3] == [f'[1] {reply}', f'[3] {reply}', f'[3] {reply}']
+    assert lines[:3] == [f'[1] {reply("hello")}', f'[3] {reply("second")}', f'[3] {reply("second")}']
     assert lines[3] == "Session 'c': 2 branches (● active)"
     assert '  branch 1  4 messages · from the start' in lines[4] and 'last prompt "second"' in lines[4]
     assert '● branch 2 (active)  4 messages · forks at 3' in lines[5]
     assert lines[6:10] == [
         "Rewound 'c' to 2 messages; the 2 after them stay as branch 2.",
-        f'[3] {reply}',
+        f'[3] {reply("third")}',
         "Switched 'c' to branch 1: 4 messages.",
         "Session 'c': 3 branches (● active)",
     ]
@@ -221,12 +223,12 @@ def test_chat_rewinds_regenerates_lists_and_switches_between_lines(db_url: str) 
         ('3', 4, 2, False, 'third'),
     ]
     third = ok(invoke(db_url, 'history', 'c', '--branch', '3')).splitlines()
-    assert third == ['[0] user: hello', f'[1] {reply}', '[2] user: third', f'[3] {reply}']
+    assert third == ['[0] user: hello', f'[1] {reply("hello")}', '[2] user: third', f'[3] {reply("third")}']
 
 
 def test_chat_regenerate_without_a_prompt_says_so_and_goes_on(db_url: str) -> None:
     result = invoke(db_url, 'chat', 'empty', '--model', 'test', stdin='/regenerate\n/rewind\nhi\n')
-    assert ok(result).splitlines() == ['[1] assistant: success (no tool calls)']
+    assert ok(result).splitlines() == ['[1] assistant: (test model, offline) You said: hi']
     assert result.stderr.splitlines() == [
         "Error: Session 'empty' has no user prompt to answer again.",
         "Not a command: '/rewind'. Commands: /rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit.",

@@ -125,7 +125,7 @@ def test_review_commands_read_a_database_on_read_only_media(read_only_media: Pat
         assert result.exit_code == 0, (name, result.output)
     assert 'provider tokens in/out' in outputs['sessions'].stdout
     assert outputs['history'].stdout.startswith('[0] system: You are the support agent')
-    assert '#0  messages 0-' in outputs['summaries'].stdout
+    assert '#1  messages 0-' in outputs['summaries'].stdout
     assert 'with a summary of the rest' in outputs['context'].stdout
     assert 'demo [24] user: Hi, where is my order ORDER-1042?' in outputs['search'].stdout
     assert json.loads(outputs['export'].stdout.splitlines()[0])['kind'] == 'session'

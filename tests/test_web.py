@@ -117,7 +117,7 @@ def test_the_session_page_shows_turns_tools_thinking_retries_summaries_and_the_w
     summaries = api['summaries']
     assert len(summaries) >= 2 and api['summary_count'] == len(summaries)
     for summary in summaries:
-        band = f'id="summary-{summary["index"]}"'
+        band = f'id="summary-{summary["number"]}"'
         assert band in html
         start = summary['covers_from']
         assert html.index(band) < html.index(f'id="m{start}"')
@@ -125,7 +125,7 @@ def test_the_session_page_shows_turns_tools_thinking_retries_summaries_and_the_w
     assert 'class="msg role-user covered covered-0' in html
     # The window marker sits before the first message of the kept tail, with its size.
     window = api['window']
-    assert window['start'] == summaries[-1]['covers_to'] and window['summary_index'] == summaries[-1]['index']
+    assert window['start'] == summaries[-1]['covers_to'] and window['summary_number'] == summaries[-1]['number']
     assert html.index('class="window-marker"') < html.index(f'id="m{window["start"]}"')
     assert f'next request: {window["messages"]} messages · {window["tokens"]:,} tokens' in html
     assert window['tokens'] > 0
@@ -212,8 +212,8 @@ def test_the_json_api_has_the_pages_data(filled: str) -> None:
     assert [m['position'] for m in session['messages']] == list(range(40, 50)) and session['next_offset'] == 50
     assert {m['role'] for m in session['messages']} == {'user', 'assistant', 'tool'}
     ModelMessagesTypeAdapter.validate_python([m['message'] for m in session['messages']])
-    assert set(session['window']) == {'start', 'messages', 'tokens', 'head', 'summary_index'}
-    assert set(session['summaries'][0]) >= {'index', 'covers_from', 'covers_to', 'text', 'tokens', 'model_name'}
+    assert set(session['window']) == {'start', 'messages', 'tokens', 'head', 'summary_number'}
+    assert set(session['summaries'][0]) >= {'number', 'covers_from', 'covers_to', 'text', 'tokens', 'model_name'}
     # A session that never branched has one path: no branch list to read.
     assert session['branch_count'] == 1 and session['branches'] == []
     assert [(hit['session_id'], hit['position']) for hit in found['hits']] == [('alpha', 12)]

@@ -135,7 +135,7 @@ def page(browser: Browser) -> Iterator[Page]:
 def test_screenshot_of_the_session_page(server: str, page: Page, tmp_path: Path) -> None:
     """The session page as the README shows it: the first summary band and a tool call expanded."""
     page.goto(f'{server}/sessions/demo?offset=0&limit=14')
-    page.locator('#summary-0 > summary').click()
+    page.locator('#summary-1 > summary').click()
     page.locator('#m1 details.tool-call > summary').first.click()
     page.locator('#m2 details.tool-return > summary').first.click()
     shot = tmp_path / 'session-page.png'
@@ -159,7 +159,7 @@ def test_open_the_demo_session_and_expand_a_tool_call(server: str, page: Page) -
 
 def test_expand_a_summary_band(server: str, page: Page) -> None:
     page.goto(f'{server}/sessions/demo?offset=0')
-    band = page.locator('#summary-0')
+    band = page.locator('#summary-1')
     text = band.locator('.band-text')
     assert 'stands in for messages 0\N{EN DASH}' in band.locator('summary').inner_text()
     assert not text.is_visible()

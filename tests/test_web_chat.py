@@ -14,7 +14,8 @@ from pydantic_ai.models.test import TestModel
 from starlette.testclient import TestClient
 
 from session_store import SessionStore
-from session_store.web._chat import RUN_REQUEST_LIMIT, echo_model
+from session_store._offline import echo_model
+from session_store.web._chat import RUN_REQUEST_LIMIT
 from testkit.templates import NewDatabase
 from tests._web import SAME_ORIGIN, populate, sse_chunks, ui_message, web_client
 

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from .._codec import load_usage, utc
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
-from ..results import SessionInfo, StoredSummary
+from ..results import SessionInfo, StoredSummary, SummaryChain
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 from .tree import on_path, path_spans, summary_chain_on
 
@@ -89,14 +89,17 @@ async def _branch_end(db: AsyncSession, row: SessionRow, branch: str) -> tuple[i
     return segment.pk, segment.starts_at + own
 
 
-async def read_summaries(database: Database, session_id: str, *, scope: str | None) -> list[StoredSummary]:
-    """The summary chain of the session's active path, oldest first: the links its window builds on."""
+async def read_summaries(database: Database, session_id: str, *, scope: str | None) -> SummaryChain:
+    """The summary chain of the session's active path, oldest first (the links its window builds on), with how
+    many summaries the session stores on its other branches."""
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
         chain = await summary_chain_on(db, row.pk, spans, ending_by=row.window_start)
+        stored = await db.scalar(select(func.count(SummaryRow.pk)).where(SummaryRow.session_pk == row.pk)) or 0
     vault = database.sealer.vault(session_id, row.pk)
-    return [stored_summary(vault, index, summary) for index, summary in enumerate(chain)]
+    links = [stored_summary(vault, index, summary) for index, summary in enumerate(chain)]
+    return SummaryChain(links, elsewhere=stored - len(links))
 
 
 def stored_summary(vault: Vault, index: int, summary: SummaryRow) -> StoredSummary:

@@ -2,7 +2,7 @@
 
 An export reads every segment, message and summary of the session, numbering them as the document does; an
 import recreates them under fresh keys and entry ids, through the same writes runs use (`archive`), so
-search text and token counts are stored as for any message.
+search text and token counts are stored as for any message, each dated by its own timestamp.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from .._codec import dump_usage, load_usage
+from .._codec import dump_usage, load_usage, utc
 from .._db.database import Database, active_segment, find_session
 from .._ids import new_token
 from ..errors import SessionConflict, StoreError
@@ -149,6 +149,11 @@ async def write_import(database: Database, document: SessionExport, session_id: 
             rows = message_rows(
                 vault, segment_pks[-1], segment.starts_at, segment.messages, segment.tokens, entry_ids[key]
             )
+            for stored, message in zip(rows, segment.messages, strict=True):
+                # A document holds no storing times: a message is stored as of when it was made, so a branch's
+                # last update stays the conversation's, not the import's.
+                if message.timestamp is not None:
+                    stored['created_at'] = utc(message.timestamp)
             await insert_messages(db, rows)
         row.active_segment_pk = segment_pks[document.active_segment]
         summary_pks: list[int] = []

@@ -9,9 +9,49 @@ import click
 
 from ..encryption import ENV_KEYS
 from ..store import DEFAULT_URL
-from ._runtime import ENV_URL, Settings
+from ._runtime import ENV_URL, Failure, Settings
 
-__all__ = ('db_option', 'json_option', 'main', 'pass_settings', 'scope_option')
+__all__ = ('MAX_COUNT', 'NAME', 'Bounded', 'db_option', 'json_option', 'main', 'pass_settings', 'scope_option')
+
+MAX_COUNT = 1_000_000_000
+"""The most a count or position option takes: more than any session or store holds, inside every backend's integers."""
+
+
+def _label(param: click.Parameter | None) -> str:
+    """How an error names a parameter: an option by its long name (`--limit`), an argument by its metavar (`ID`)."""
+    if isinstance(param, click.Option):
+        return max(param.opts, key=len)
+    return 'the value' if param is None else param.human_readable_name
+
+
+class Bounded(click.IntRange):
+    """A whole number from `low` to `high`: a number outside them is refused in one line naming the option and both
+    bounds, exit 1, as every error a user can fix is, so a number past what the database holds never reaches it.
+    What is not a number at all is click's usage error, as any argument click can't parse."""
+
+    def __init__(self, low: int, high: int) -> None:
+        super().__init__(low, high)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.INT.convert(value, param, ctx)
+        try:
+            return super().convert(number, param, ctx)
+        except click.BadParameter:
+            raise Failure(f'{_label(param)} must be from {self.min:,} to {self.max:,}; got {number}.') from None
+
+
+class _Name(click.types.StringParamType):
+    """A session id or scope as typed: refused in one line, exit 1, when it is blank (only spaces)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = super().convert(value, param, ctx)
+        if not text.strip():
+            raise Failure(f'{_label(param)} is blank: give at least one character other than spaces.')
+        return text
+
+
+NAME = _Name()
+"""The type of every session id and scope a command takes."""
 
 
 def _set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -44,9 +84,9 @@ def db_option(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def scope_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option('--scope', metavar='SCOPE', help='Only sessions saved under this scope (e.g. a user id).')(
-        function
-    )
+    return click.option(
+        '--scope', metavar='SCOPE', type=NAME, help='Only sessions saved under this scope (e.g. a user id).'
+    )(function)
 
 
 def json_option(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -26,6 +26,7 @@ __all__ = (
     'compaction_line',
     'echo_json',
     'messages_json',
+    'plural',
     'print_suggestion',
     'record_json',
     'render_messages',
@@ -110,6 +111,13 @@ def record_json(record: Any) -> dict[str, Any]:
     return data
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 message`, `2,048 messages`, `3 summaries`: a count and its noun, in the plural unless it is 1."""
+    if count == 1:
+        return f'{count:,} {noun}'
+    return f'{count:,} {noun[:-1] + "ies" if noun.endswith("y") else noun + "s"}'
+
+
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
@@ -126,7 +134,7 @@ def compaction_line(session_id: str, summary: StoredSummary | None) -> str:
     if summary is None:
         return f'Nothing to compact in {session_id!r} yet: its history is no longer than the tail it keeps.'
     return (
-        f'Compacted {session_id!r}: summary {summary.index + 1} folds in messages '
+        f'Compacted {session_id!r}: summary {summary.number} folds in messages '
         f'{summary.covers_from}-{summary.covers_to - 1} ({summary.tokens} tokens); the window now starts at '
         f'{summary.covers_to}.'
     )

@@ -35,6 +35,8 @@ T = TypeVar('T')
 
 ENV_URL = 'SESSION_STORE_URL'
 """The environment variable `--db` falls back to."""
+_DRIVERS = ('aiosqlite', 'asyncpg')
+"""The database drivers a store may need: an error importing one is the database's, not a model's."""
 
 out = Console(highlight=False, emoji=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
@@ -80,11 +82,13 @@ class Settings:
         """A `session-store` command line that reaches this same database.
 
         A URL given as --db is repeated, unless it holds a password: then the command relies on
-        $SESSION_STORE_URL, and the caller says so (see `env_note`).
+        $SESSION_STORE_URL, and the caller says so (see `env_note`). A --key-file given is repeated too.
         """
         line = ['session-store', *words]
         if self.named and not self.secret:
             line += ['--db', self.url]
+        if self.key_file is not None:
+            line += ['--key-file', self.key_file]
         return shlex.join(line)
 
     @property
@@ -130,6 +134,8 @@ def run(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
         reason = error.strerror or _first_line(error)
         raise Failure(f'Cannot reach the database at {settings.shown_url}: {reason}') from None
     except (UserError, ImportError, AgentRunError) as error:  # a model name, provider package or key problem
+        if isinstance(error, ImportError) and error.name in _DRIVERS:  # the database's, which says what to install
+            raise Failure(_first_line(error)) from None
         raise Failure(f'Model error: {_first_line(error)}') from None
     except ValueError as error:  # bad URLs, ids, offsets and import files, as the store reports them
         raise Failure(_first_line(error)) from None

@@ -16,8 +16,8 @@ from rich.tree import Tree
 from ..results import Branch
 from ..session import Session
 from ..store import SessionStore
-from ._app import db_option, json_option, main, pass_settings, scope_option
-from ._render import echo_json, print_suggestion, record_json
+from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, pass_settings, scope_option
+from ._render import echo_json, plural, print_suggestion, record_json
 from ._runtime import Settings, open_store, out, read, run
 
 __all__ = (
@@ -41,10 +41,6 @@ async def stored_session(store: SessionStore, session_id: str, scope: str | None
     return await store.session(session_id, scope=scope)
 
 
-def _plural(count: int, word: str) -> str:
-    return f'{count:,} {word}{"" if count == 1 else "s"}'
-
-
 def _label(branch: Branch) -> Text:
     where = 'from the start' if branch.forked_at is None else f'forks at {branch.forked_at}'
     preview = f'"{branch.preview}"' if branch.preview is not None else '(no user prompt)'
@@ -52,7 +48,7 @@ def _label(branch: Branch) -> Text:
         (f'{ACTIVE} ' if branch.active else '  ', 'bold green'),
         (f'branch {branch.tip}', 'bold'),
         (' (active)', 'bold green') if branch.active else '',
-        f'  {_plural(branch.message_count, "message")} · {where} · ',
+        f'  {plural(branch.message_count, "message")} · {where} · ',
         (f'{branch.updated_at.astimezone():%Y-%m-%d %H:%M}', 'dim'),
         ' · last prompt ',
         (preview, 'cyan'),
@@ -76,14 +72,14 @@ async def rewind_session(session: Session, position: int) -> str:
     name = session.session_id
     left = next(branch for branch in await session.branches() if branch.active)
     if position == left.message_count:
-        return f'{name!r} holds {_plural(position, "message")} on its active path already; nothing to rewind.'
+        return f'{name!r} holds {plural(position, "message")} on its active path already; nothing to rewind.'
     await session.rewind(position)
     dropped = left.message_count - position
     after = 'the message after them' if dropped == 1 else f'the {dropped:,} after them'
     if any(branch.tip == left.tip for branch in await session.branches()):
-        return f'Rewound {name!r} to {_plural(position, "message")}; {after} stay as branch {left.tip}.'
+        return f'Rewound {name!r} to {plural(position, "message")}; {after} stay as branch {left.tip}.'
     # The path left had no messages of its own (a rewind nothing ran from): its messages are on older branches.
-    return f'Rewound {name!r} to {_plural(position, "message")}; {after} stay on the branches they came from.'
+    return f'Rewound {name!r} to {plural(position, "message")}; {after} stay on the branches they came from.'
 
 
 async def switch_session(session: Session, tip: str) -> str:
@@ -98,11 +94,11 @@ async def switch_session(session: Session, tip: str) -> str:
         return f'Branch {tip} is the active path of {name!r} already; nothing changed.'
     await session.switch(tip)
     where = '' if target.forked_at is None else f', forked at {target.forked_at}'
-    return f'Switched {name!r} to branch {tip}: {_plural(target.message_count, "message")}{where}.'
+    return f'Switched {name!r} to branch {tip}: {plural(target.message_count, "message")}{where}.'
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
 @json_option
 @db_option
@@ -132,8 +128,8 @@ def branches(settings: Settings, session_id: str, scope: str | None, as_json: bo
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
-@click.argument('position', type=int)
+@click.argument('session_id', metavar='ID', type=NAME)
+@click.argument('position', type=Bounded(0, MAX_COUNT))
 @scope_option
 @db_option
 @pass_settings
@@ -152,7 +148,7 @@ def rewind(settings: Settings, session_id: str, position: int, scope: str | None
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @click.argument('tip', metavar='TIP')
 @scope_option
 @db_option
@@ -172,9 +168,18 @@ def switch(settings: Settings, session_id: str, tip: str, scope: str | None) -> 
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
-@click.option('--at', 'at', type=int, required=True, metavar='N', help='Copy the first N messages of the active path.')
-@click.option('--to', 'new_session_id', required=True, metavar='NEW', help='The new session id (must be free).')
+@click.argument('session_id', metavar='ID', type=NAME)
+@click.option(
+    '--at',
+    'at',
+    type=Bounded(0, MAX_COUNT),
+    required=True,
+    metavar='N',
+    help='Copy the first N messages of the active path.',
+)
+@click.option(
+    '--to', 'new_session_id', type=NAME, required=True, metavar='NEW', help='The new session id (must be free).'
+)
 @scope_option
 @db_option
 @pass_settings
@@ -191,4 +196,4 @@ def fork(settings: Settings, session_id: str, at: int, new_session_id: str, scop
 
     new_scope = run(settings, work())
     under = f' (scope {new_scope!r})' if new_scope is not None else ''
-    out.print(f'Forked {session_id!r} at {_plural(at, "message")} into {new_session_id!r}{under}.')
+    out.print(f'Forked {session_id!r} at {plural(at, "message")} into {new_session_id!r}{under}.')

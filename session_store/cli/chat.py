@@ -8,46 +8,37 @@ from collections.abc import Sequence
 import click
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest
-from pydantic_ai.models import Model, infer_model
-from pydantic_ai.models.test import TestModel
 
-from processors import SummarizationProcessor, TiktokenCounter
+from processors import SummarizationProcessor
 
+from .._offline import resolve_model
 from ..errors import StoreError
 from ..session import Session
 from ..store import SessionStore
-from ._app import db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, pass_settings, scope_option
 from ._render import compaction_line, render_messages, role
 from ._runtime import Settings, err, open_store, out, run
+from ._summarizer import summarizer_options, summarizing
 from .branching import branch_tree, rewind_session, switch_session
 
-__all__ = ('chat', 'resolve_model')
+__all__ = ('chat',)
 
 COMMANDS = '/rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit'
 """The slash commands `chat` takes between lines."""
 
 
-def resolve_model(name: str) -> Model:
-    """A pydantic-ai model by name; `test` is pydantic-ai's offline `TestModel`.
-
-    Resolving builds the provider, so a missing provider package or API key fails here, before any input.
-    """
-    if name == 'test':
-        return TestModel()
-    return infer_model(name)
-
-
 @main.command()
-@click.argument('session_id', metavar='ID')
-@click.option('--model', 'model_name', metavar='MODEL', required=True, help="e.g. openai:gpt-4.1; 'test' runs offline.")
+@click.argument('session_id', metavar='ID', type=NAME)
+@click.option(
+    '--model',
+    'model_name',
+    metavar='MODEL',
+    required=True,
+    help="e.g. openai:gpt-4.1; 'test' runs offline, quoting each prompt.",
+)
 @scope_option
 @click.option('--system', 'system_prompt', metavar='TEXT', help='System prompt for a new session.')
-@click.option(
-    '--summarizer',
-    metavar='MODEL',
-    help='Summarize the conversation with this model past 60 messages (keeping the last 20); '
-    'without it the window just slides.',
-)
+@summarizer_options
 @db_option
 @pass_settings
 def chat(
@@ -57,6 +48,8 @@ def chat(
     scope: str | None,
     system_prompt: str | None,
     summarizer: str | None,
+    trigger: int | None,
+    keep: int | None,
 ) -> None:
     """Chat with a model through a stored session.
 
@@ -69,7 +62,7 @@ def chat(
     /regenerate answers the last prompt again (the old answer stays a branch), /branches shows the
     session's branches and /switch TIP continues another one.
     """
-    run(settings, _chat(settings, session_id, model_name, scope, system_prompt, summarizer))
+    run(settings, _chat(settings, session_id, model_name, scope, system_prompt, summarizer, trigger, keep))
 
 
 def _read_line(interactive: bool) -> str | None:
@@ -91,33 +84,38 @@ async def _chat(
     scope: str | None,
     system_prompt: str | None,
     summarizer: str | None,
+    trigger: int | None,
+    keep: int | None,
 ) -> None:
     model = resolve_model(model_name)
-    processor = None
-    if summarizer is not None:
-        processor = SummarizationProcessor(
-            resolve_model(summarizer), trigger=('messages', 60), keep=('messages', 20), token_counter=TiktokenCounter()
-        )
+    processor = summarizing(summarizer, trigger, keep)
     agent: Agent[None, str] = Agent(model, system_prompt=system_prompt or ())
     interactive = sys.stdin.isatty()
     async with open_store(settings, 'create', processor=processor) as store:
+        new = await store.conversations.read_record(session_id) is None
         session = await store.session(session_id, scope=scope)
-        # Only to number the replies as `history` does; reading the window never reads the archive.
-        archived = (await store.window(session_id, scope=scope)).message_count
-        if interactive:
-            err.print(
-                f'Session {session_id!r} ({archived} messages archived) with {model_name}. '
-                f'Commands: {COMMANDS}; Ctrl-D also ends.'
-            )
-        while (line := _read_line(interactive)) is not None:
-            if not line:
-                continue
-            if line.startswith('/'):
-                archived = await _command(store, session, agent, line, archived)
-                continue
-            result = await session.run(agent, line)
-            archived += len(result.new_messages())
-            _print_replies(result.new_messages(), archived)
+        try:
+            # Only to number the replies as `history` does; reading the window never reads the archive.
+            archived = (await store.window(session_id, scope=scope)).message_count
+            if interactive:
+                err.print(
+                    f'Session {session_id!r} ({archived} messages archived) with {model_name}. '
+                    f'Commands: {COMMANDS}; Ctrl-D also ends.'
+                )
+            while (line := _read_line(interactive)) is not None:
+                if not line:
+                    continue
+                if line.startswith('/'):
+                    archived = await _command(store, session, agent, line, archived)
+                    continue
+                result = await session.run(agent, line)
+                archived += len(result.new_messages())
+                _print_replies(result.new_messages(), archived)
+        finally:
+            # Opening made the session; a chat that stored nothing in it (its first run failed, or nothing was
+            # typed) leaves no empty session behind.
+            if new and not (await store.window(session_id, scope=scope)).message_count:
+                await store.delete(session_id, scope=scope)
 
 
 def _print_replies(new: Sequence[ModelMessage], archived: int) -> None:
@@ -144,6 +142,10 @@ async def _command(store: SessionStore, session: Session, agent: Agent[None, str
         elif name == '/branches' and not argument:
             out.print(branch_tree(session.session_id, await session.branches()), soft_wrap=False)
         elif name == '/compact':
+            if not isinstance(session.processor, SummarizationProcessor):
+                raise ValueError(
+                    "/compact needs a summarizer: start the chat with --summarizer MODEL ('test' is offline)."
+                )
             out.print(compaction_line(session.session_id, await session.compact(argument or None)), markup=False)
         elif name == '/regenerate' and not argument:
             result = await session.regenerate(agent)

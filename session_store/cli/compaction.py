@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import click
 
-from processors import SummarizationProcessor, TiktokenCounter
-
 from ..results import StoredSummary
-from ._app import db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, pass_settings, scope_option
 from ._render import compaction_line
 from ._runtime import Settings, open_store, out, run
-from .chat import resolve_model
+from ._summarizer import KEEP, keep_option, summarizer_processor
 
 __all__ = ('compact',)
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
-@click.option('--summarizer', metavar='MODEL', required=True, help="The model that summarizes; 'test' runs offline.")
+@click.argument('session_id', metavar='ID', type=NAME)
+@click.option(
+    '--summarizer',
+    metavar='MODEL',
+    required=True,
+    help="The model that summarizes; 'test' summarizes offline, extractively.",
+)
 @click.option('--focus', metavar='TEXT', help='A topic the summary should put first.')
-@click.option('--keep', type=click.IntRange(min=1), default=20, show_default=True, help='Messages kept verbatim.')
+@keep_option(KEEP)
 @scope_option
 @db_option
 @pass_settings
@@ -38,9 +41,7 @@ def compact(
 async def _compact(
     settings: Settings, session_id: str, summarizer: str, focus: str | None, keep: int, scope: str | None
 ) -> StoredSummary | None:
-    processor = SummarizationProcessor(
-        resolve_model(summarizer), trigger=None, keep=('messages', keep), token_counter=TiktokenCounter()
-    )
+    processor = summarizer_processor(summarizer, trigger=None, keep=keep)
     async with open_store(settings, 'write', processor=processor) as store:
         await store.history(session_id, scope=scope, limit=0)  # refuse an unknown id rather than create it
         return await (await store.session(session_id, scope=scope)).compact(focus)

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ._app import db_option, main, pass_settings
+from ._app import NAME, Bounded, db_option, main, pass_settings
 from ._demo_run import DemoRun, choose_session, emit_report, emit_turn, run_demo, run_turns
 from ._demo_script import DEMO_SCOPE, order_for
 from ._runtime import Failure, Settings, err, out, run
@@ -18,11 +18,12 @@ __all__ = ('demo', 'demo_resume')
 
 
 @main.command()
-@click.option('--turns', type=click.IntRange(min=2), default=120, show_default=True, help='Customer turns to run.')
+@click.option('--turns', type=Bounded(2, 10_000), default=120, show_default=True, help='Customer turns to run.')
 @click.option(
     '--session',
     'session_id',
     metavar='ID',
+    type=NAME,
     help="The session to create (default: 'demo', or 'demo-2', 'demo-3', ... when taken).",
 )
 @click.option('--fresh', is_flag=True, help='Delete the demo session first (only it) and start it over.')
@@ -131,8 +132,8 @@ def _print_report(settings: Settings, finished: DemoRun) -> None:
         resumed = chain[first.summarizer_calls]
         out.print(
             Text(
-                f'✓ The summary chain continued across the restart: summary #{resumed.index}, the first one '
-                f'process 2 made, extended #{resumed.index - 1}, which process 1 stored. No summary was lost '
+                f'✓ The summary chain continued across the restart: summary #{resumed.number}, the first one '
+                f'process 2 made, extended #{resumed.number - 1}, which process 1 stored. No summary was lost '
                 'or made again.',
                 style='green',
             ),

@@ -12,13 +12,13 @@ import click
 
 from ..encryption import ENV_KEYS, Encryption
 from ..results import Resealed
-from ._app import db_option, main, pass_settings
+from ._app import Bounded, db_option, main, pass_settings
 from ._runtime import Failure, Settings, err, open_store, out, run
 
 __all__ = ('encrypt', 'keygen', 'rekey')
 
 _BATCH = click.option(
-    '--batch', 'batch_size', type=click.IntRange(min=1), default=500, show_default=True, help='Rows per transaction.'
+    '--batch', 'batch_size', type=Bounded(1, 100_000), default=500, show_default=True, help='Rows per transaction.'
 )
 
 
@@ -33,7 +33,7 @@ def keygen(key_id: str) -> None:
     secret = Encryption.generate_key()
     try:
         Encryption(keys={key_id: secret})
-    except ValueError as error:
+    except (ValueError, ImportError) as error:  # a bad key id; the encryption extra missing
         raise Failure(str(error)) from None
     out.print(f'{key_id}={secret}')
 

@@ -13,20 +13,27 @@ import click
 
 from ..results import Removed
 from ..store import SessionStore
-from ._app import db_option, main, pass_settings, scope_option
-from ._runtime import Settings, open_store, out, run
+from ._app import NAME, db_option, main, pass_settings, scope_option
+from ._render import plural
+from ._runtime import Failure, Settings, open_store, out, run
 
 __all__ = ('delete', 'prune')
 
 _AGE = re.compile(r'(\d+)([dhm])')
 _UNITS = {'d': 'days', 'h': 'hours', 'm': 'minutes'}
+_OLDEST = timedelta(days=36_500)
+"""The longest --older-than: 100 years, past which no date in the store reaches (and dates run out)."""
 
 
 def _age(value: str) -> timedelta:
-    """`90d`, `12h` or `30m` as a timedelta."""
+    """`90d`, `12h` or `30m` as a timedelta; anything else, or longer than `_OLDEST`, refused in one line."""
     match = _AGE.fullmatch(value.strip())
-    if match is None or int(match[1]) == 0:
+    if match is None:
         raise click.BadParameter(f'{value!r}: give a number of days, hours or minutes, such as 90d, 12h or 30m.')
+    # Compared as a count of minutes first: a timedelta of that many days may not even exist.
+    minutes = int(match[1]) * {'d': 1440, 'h': 60, 'm': 1}[match[2]]
+    if not 0 < minutes <= _OLDEST / timedelta(minutes=1):
+        raise Failure(f'--older-than must be from 1m to {_OLDEST.days}d (100 years); got {value!r}.')
     return timedelta(**{_UNITS[match[2]]: int(match[1])})
 
 
@@ -38,15 +45,11 @@ def _report(removed: Removed, verb: str, where: str) -> str:
     else:
         shown = f' ({", ".join(map(repr, ids[:10]))}{", ..." if len(ids) > 10 else ""})' if ids else ''
         what = f'{len(ids)} sessions{shown}'
-    return f'{verb} {what} {where}: {_plural(removed.messages, "message")} and {_plural(removed.summaries, "summary")}.'
-
-
-def _plural(count: int, noun: str) -> str:
-    return f'{count} {noun}' if count == 1 else f'{count} {noun[:-1] + "ies" if noun.endswith("y") else noun + "s"}'
+    return f'{verb} {what} {where}: {plural(removed.messages, "message")} and {plural(removed.summaries, "summary")}.'
 
 
 @main.command()
-@click.argument('session_id', metavar='[ID]', required=False)
+@click.argument('session_id', metavar='[ID]', type=NAME, required=False)
 @scope_option
 @click.option('-y', '--yes', is_flag=True, help='Do not ask for confirmation.')
 @db_option
@@ -70,6 +73,10 @@ async def _delete(settings: Settings, session_id: str | None, scope: str | None,
             question = f'Delete session {session_id!r} and its whole archive from {settings.shown_url}?'
         else:
             planned = len(await store.sessions(scope=scope))
+            if not planned:
+                raise Failure(
+                    f'No session is saved under scope {scope!r} in {settings.shown_url}; nothing was deleted.'
+                )
             question = f'Delete all {planned} sessions saved under scope {scope!r} from {settings.shown_url}?'
         if not yes:
             click.confirm(question, abort=True)

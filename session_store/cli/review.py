@@ -11,11 +11,20 @@ from pydantic_ai.messages import CompactionPart, ModelRequest
 from rich.table import Table
 from rich.text import Text
 
-from processors import TiktokenCounter
-
-from ..results import SearchHit
-from ._app import db_option, json_option, main, pass_settings, scope_option
-from ._render import CLIP, clip, echo_json, messages_json, print_suggestion, record_json, render_messages, role
+from .._display import summary_json, window_tokens
+from ..results import SearchHit, SummaryChain
+from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, pass_settings, scope_option
+from ._render import (
+    CLIP,
+    clip,
+    echo_json,
+    messages_json,
+    plural,
+    print_suggestion,
+    record_json,
+    render_messages,
+    role,
+)
 from ._runtime import Settings, out, read, run
 
 __all__ = ('context', 'history', 'search', 'sessions', 'summaries')
@@ -23,7 +32,7 @@ __all__ = ('context', 'history', 'search', 'sessions', 'summaries')
 
 @main.command()
 @scope_option
-@click.option('--limit', type=click.IntRange(min=1), help='At most this many, most recently updated first.')
+@click.option('--limit', type=Bounded(1, MAX_COUNT), help='At most this many, most recently updated first.')
 @json_option
 @db_option
 @pass_settings
@@ -59,10 +68,10 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
-@click.option('--offset', type=click.IntRange(min=0), default=0, show_default=True, help='First archive position.')
-@click.option('--limit', type=click.IntRange(min=1), default=50, show_default=True, help='Messages per page.')
+@click.option('--offset', type=Bounded(0, MAX_COUNT), default=0, show_default=True, help='First archive position.')
+@click.option('--limit', type=Bounded(1, MAX_COUNT), default=50, show_default=True, help='Messages per page.')
 @click.option('--all', 'everything', is_flag=True, help='Every message from --offset on, not one page.')
 @click.option('--full', is_flag=True, help=f'Show whole parts instead of their first {CLIP} characters.')
 @click.option('--branch', metavar='TIP', help="This branch's path (a tip `branches` lists) instead of the active one.")
@@ -122,7 +131,7 @@ def history(
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
 @json_option
 @db_option
@@ -134,22 +143,28 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
     contiguous and together cover everything before the current window.
     """
     chain = run(settings, read(settings, lambda store: store.summaries(session_id, scope=scope)))
+    assert isinstance(chain, SummaryChain)  # what store.summaries hands back, though typed as its list
     if as_json:
-        echo_json([record_json(summary) for summary in chain])
+        echo_json([summary_json(summary) for summary in chain])
         return
+    others = ''
+    if chain.elsewhere:
+        see = settings.command('branches', session_id, *(['--scope', scope] if scope else []))
+        others = f'{plural(chain.elsewhere, "more summary")} stored on its other branches (see `{see}`)'
     if not chain:
-        out.print(f'Session {session_id!r} has no summaries yet: its whole archive still fits the window.')
+        fits = others or 'its whole archive still fits the window'
+        out.print(f'Session {session_id!r} has no summaries on its active path: {fits}.')
         return
     out.print(
-        f'Session {session_id!r}: {len(chain)} summaries covering messages '
-        f'{chain[0].covers_from}-{chain[-1].covers_to - 1}.\n'
+        f'Session {session_id!r}: {plural(len(chain), "summary")} on its active path, covering messages '
+        f'{chain[0].covers_from}-{chain[-1].covers_to - 1}{f"; {others}" if others else ""}.\n'
     )
     for summary in chain:
-        extends = 'the first' if summary.index == 0 else f'extends #{summary.index - 1}'
+        extends = 'the first' if summary.number == 1 else f'extends #{summary.number - 1}'
         covered = summary.covers_to - summary.covers_from
         out.print(
             Text.assemble(
-                (f'#{summary.index}', 'bold yellow'),
+                (f'#{summary.number}', 'bold yellow'),
                 f'  messages {summary.covers_from}-{summary.covers_to - 1} ({covered} new), {extends}',
                 (
                     f'  · {summary.tokens:,} tokens (counted) · {summary.model_name or "unknown model"} · '
@@ -163,7 +178,7 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
 @click.option('--full', is_flag=True, help=f'Show whole parts instead of their first {CLIP} characters.')
 @json_option
@@ -175,11 +190,11 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
     The pinned head, the latest summary and the kept tail, with their archive positions.
 
     The next run sends exactly these messages plus its new prompt (its processor may compact them
-    further first, if the new prompt crosses a trigger). Token counts are tiktoken's (cl100k_base).
+    further first, if the new prompt crosses a trigger). Token counts are as stored when each message was
+    archived, and the request carrying the summary counted now with tiktoken: what the web page shows too.
     """
     window = run(settings, read(settings, lambda store: store.window(session_id, scope=scope)))
-    counter = TiktokenCounter()
-    tokens = [counter([message]) for message in window.messages]
+    tokens = window_tokens(window)
     if as_json:
         echo_json(
             {
@@ -200,7 +215,7 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
     how = 'a summary of the rest' if summarized else 'no summary'
     out.print(
         f'Session {session_id!r}: the next request sends {len(window.messages)} of {window.message_count} archived '
-        f'messages ({sum(tokens):,} tokens, counted with tiktoken) with {how}, then the new prompt.\n'
+        f'messages ({sum(tokens):,} tokens) with {how}, then the new prompt.\n'
     )
     for line in render_messages(window.messages, window.positions, full=full):
         out.print(line)
@@ -210,8 +225,8 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
 @main.command()
 @click.argument('text')
 @scope_option
-@click.option('--session', 'session_id', metavar='ID', help='Search only this session.')
-@click.option('--limit', type=click.IntRange(min=1), default=20, show_default=True, help='At most this many hits.')
+@click.option('--session', 'session_id', metavar='ID', type=NAME, help='Search only this session.')
+@click.option('--limit', type=Bounded(1, MAX_COUNT), default=20, show_default=True, help='At most this many hits.')
 @json_option
 @db_option
 @pass_settings

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.util
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import click
 
-from ._app import db_option, main, pass_settings
-from ._runtime import Failure, Settings, err, open_store, run
+from processors import SummarizationProcessor
 
-__all__ = ('serve',)
+from .._offline import resolve_model
+from ._app import NAME, Bounded, db_option, main, pass_settings
+from ._runtime import Failure, Settings, err, open_store, run
+from ._summarizer import summarizer_options, summarizing
+
+if TYPE_CHECKING:  # the web extra is imported only when serving
+    from starlette.applications import Starlette
+
+__all__ = ('serve', 'served_app')
 
 ENV_TOKEN = 'SESSION_STORE_TOKEN'
 
@@ -18,8 +30,8 @@ ENV_TOKEN = 'SESSION_STORE_TOKEN'
 @click.option(
     '--host', default='127.0.0.1', show_default=True, help='Address to listen on; other than loopback needs --token.'
 )
-@click.option('--port', type=click.IntRange(0, 65535), default=8000, show_default=True, help='Port to listen on.')
-@click.option('--scope', metavar='SCOPE', help='Confine every page, API call and chat to this scope.')
+@click.option('--port', type=Bounded(0, 65535), default=8000, show_default=True, help='Port to listen on.')
+@click.option('--scope', metavar='SCOPE', type=NAME, help='Confine every page, API call and chat to this scope.')
 @click.option(
     '--token',
     metavar='TOKEN',
@@ -30,10 +42,19 @@ ENV_TOKEN = 'SESSION_STORE_TOKEN'
 @click.option(
     '--chat', 'chat_model', metavar='MODEL', help="Chat through sessions with this model; 'test' runs offline."
 )
+@summarizer_options
 @db_option
 @pass_settings
 def serve(
-    settings: Settings, host: str, port: int, scope: str | None, token: str | None, chat_model: str | None
+    settings: Settings,
+    host: str,
+    port: int,
+    scope: str | None,
+    token: str | None,
+    chat_model: str | None,
+    summarizer: str | None,
+    trigger: int | None,
+    keep: int | None,
 ) -> None:
     """Review sessions in a browser: conversations, summaries, windows, branches, search.
 
@@ -43,7 +64,9 @@ def serve(
 
     Read-only unless --chat MODEL: then each session page gets a message box, answers stream in through
     pydantic-ai's VercelAIAdapter and are stored in the session (POST /api/chat takes any Vercel AI SDK
-    front end too). It listens on 127.0.0.1 only, unless --token is set.
+    front end too). With --summarizer MODEL as well, a chat's window is summarized past --trigger messages
+    down to the --keep newest, each summary stored as the next link of the session's chain (the page shows
+    it as a band). It listens on 127.0.0.1 only, unless --token is set.
     """
     try:
         from .. import web  # only now: every other command works without the web extra
@@ -51,30 +74,66 @@ def serve(
         raise Failure(str(error)) from None
     if importlib.util.find_spec('uvicorn') is None:
         raise Failure(f'serve needs uvicorn (missing), part of the web extra: {web.WEB_EXTRA}')
+    if chat_model is None and summarizer is not None:
+        raise Failure('--summarizer needs --chat MODEL: summaries are made as the browser chat runs.')
     try:
         web.check_bind(host, token)
     except ValueError as error:
         raise Failure(str(error)) from None
-    run(settings, _serve(settings, host, port, scope, token, chat_model))
+    notes = [f'scope {scope!r}'] if scope else []
+    notes += [f'chat with {chat_model}'] if chat_model else ['read-only']
+    notes += [f'summarized by {summarizer}'] if summarizer else []
+    notes += ['token required'] if token else []
+
+    async def work() -> None:
+        processor = summarizing(summarizer, trigger, keep)
+        with _listen(host, port) as listening:
+            async with served_app(
+                settings, scope=scope, token=token, chat_model=chat_model, processor=processor
+            ) as app:
+                await _serve(settings, app, listening, notes)
+
+    run(settings, work())
 
 
-async def _serve(
-    settings: Settings, host: str, port: int, scope: str | None, token: str | None, chat_model: str | None
-) -> None:
-    import uvicorn
-
+@asynccontextmanager
+async def served_app(
+    settings: Settings,
+    *,
+    scope: str | None,
+    token: str | None,
+    chat_model: str | None,
+    processor: SummarizationProcessor | None,
+) -> AsyncIterator[Starlette]:
+    """The app `serve` runs, on the store at `--db`: read-only without a chat model; with one, summarizing the
+    chats' windows with `processor` (through `store.conversations`, which the chat endpoint saves through)."""
     from .. import web
 
-    model = None if chat_model is None else web.resolve_model(chat_model)
-    async with open_store(settings, 'read' if model is None else 'write') as store:
-        app = web.create_app(store, scope=scope, token=token, chat_model=model)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level='warning', lifespan='off'))
-        shown = f'[{host}]' if ':' in host else host
-        notes = [f'scope {scope!r}'] if scope else []
-        notes += [f'chat with {chat_model}'] if chat_model else ['read-only']
-        notes += ['token required'] if token else []
-        err.print(
-            f'Serving {settings.shown_url} at http://{shown}:{port}/ ({", ".join(notes)}). Ctrl-C stops it.',
-            markup=False,
-        )
-        await server.serve()
+    model = None if chat_model is None else resolve_model(chat_model)
+    async with open_store(settings, 'read' if model is None else 'write', processor=processor) as store:
+        yield web.create_app(store, scope=scope, token=token, chat_model=model)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on `host`:`port`, bound before anything says it serves; a port in use fails in one line."""
+    try:
+        return socket.create_server((host, port), family=socket.AF_INET6 if ':' in host else socket.AF_INET)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise Failure(
+                f'Port {port} on {host} is in use: pass another --port (0 picks a free one), or stop what holds it.'
+            ) from None
+        raise Failure(f'Cannot listen on {host}:{port}: {error.strerror or error}.') from None
+
+
+async def _serve(settings: Settings, app: Starlette, listening: socket.socket, notes: list[str]) -> None:
+    import uvicorn
+
+    host, port = listening.getsockname()[:2]
+    server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='off'))
+    shown = f'[{host}]' if ':' in host else host
+    err.print(
+        f'Serving {settings.shown_url} at http://{shown}:{port}/ ({", ".join(notes)}). Ctrl-C stops it.',
+        markup=False,
+    )
+    await server.serve(sockets=[listening])

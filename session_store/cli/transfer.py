@@ -15,14 +15,14 @@ from .._db import schema
 from ..errors import ExportError, SessionConflict
 from ..exports import SessionExport
 from ..store import SessionStore
-from ._app import db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, pass_settings, scope_option
 from ._runtime import Failure, Settings, err, open_store, out, read, run
 
 __all__ = ('export', 'import_', 'migrate')
 
 
 @main.command()
-@click.argument('session_id', metavar='ID')
+@click.argument('session_id', metavar='ID', type=NAME)
 @scope_option
 @click.option(
     '-o', '--output', type=click.File('w', encoding='utf-8'), default='-', help='Write to this file (default: stdout).'
@@ -47,8 +47,8 @@ def export(settings: Settings, session_id: str, scope: str | None, output: IO[st
 
 @main.command('import')
 @click.argument('file', type=click.File('r', encoding='utf-8'))
-@click.option('--session-id', 'session_id', metavar='ID', help='Store it under this id instead of its own.')
-@click.option('--scope', metavar='SCOPE', help='Store it under this scope instead of its own.')
+@click.option('--session-id', 'session_id', metavar='ID', type=NAME, help='Store it under this id instead of its own.')
+@click.option('--scope', metavar='SCOPE', type=NAME, help='Store it under this scope instead of its own.')
 @db_option
 @pass_settings
 def import_(settings: Settings, file: IO[str], session_id: str | None, scope: str | None) -> None:

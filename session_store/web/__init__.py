@@ -22,8 +22,8 @@ if _missing:
         f'session_store.web needs the web extra ({", ".join(_missing)} missing): {WEB_EXTRA}.', name=_missing[0]
     )
 
+from .._offline import resolve_model  # noqa: E402
 from ._app import MESSAGES_PER_PAGE, SESSIONS_PER_PAGE, create_app  # noqa: E402
-from ._chat import resolve_model  # noqa: E402
 from ._security import check_bind, is_loopback  # noqa: E402
 
 __all__ = (

@@ -31,6 +31,7 @@ from ._queries import (
     SearchPage,
     SessionPage,
     SessionsPage,
+    UnknownBranch,
     context_page,
     search_page,
     session_page,
@@ -46,6 +47,8 @@ MESSAGES_PER_PAGE = 100
 SESSIONS_PER_PAGE = 50
 MAX_PAGE = 500
 """The most `limit=` may ask for, on any page or API call."""
+MAX_POSITION = 1_000_000_000
+"""The most `offset=` and `at=` may ask for: past any session's length, inside every backend's integers."""
 SEARCH_HITS = 50
 
 
@@ -81,7 +84,8 @@ class _BadRequest(Exception):
     pass
 
 
-def _number(request: Request, name: str, default: int | None, low: int = 0, high: int | None = None) -> int | None:
+def _number(request: Request, name: str, default: int | None, low: int = 0, high: int = MAX_POSITION) -> int | None:
+    """The query parameter `name` as a whole number from `low` to `high`; `default` when it is absent or empty."""
     raw = request.query_params.get(name)
     if raw is None or raw == '':
         return default
@@ -89,8 +93,8 @@ def _number(request: Request, name: str, default: int | None, low: int = 0, high
         value = int(raw)
     except ValueError:
         raise _BadRequest(f'{name} must be a whole number; got {raw!r}.') from None
-    if value < low or (high is not None and value > high):
-        raise _BadRequest(f'{name} must be between {low} and {high if high is not None else "any"}; got {value}.')
+    if not low <= value <= high:
+        raise _BadRequest(f'{name} must be from {low:,} to {high:,}; got {value}.')
     return value
 
 
@@ -158,7 +162,8 @@ class _Web:
         scope = await session_scope(self.store, session_id, self.scope)
         document = await self.store.export(session_id, scope=scope)
         body = ''.join(f'{line}\n' for line in document.to_json_lines())
-        ascii_name = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in session_id)[:100] or 'session'
+        # A header is latin-1: `filename` holds an ASCII stand-in, and `filename*` (RFC 6266) the id itself.
+        ascii_name = ''.join(c if c.isascii() and (c.isalnum() or c in '-_.') else '_' for c in session_id)[:100]
         disposition = f'attachment; filename="{ascii_name}.jsonl"; filename*=UTF-8\'\'{_sid(session_id)}.jsonl'
         return Response(body, media_type='application/x-ndjson', headers={'content-disposition': disposition})
 
@@ -267,7 +272,7 @@ def create_app(
             `/login` form sets. Without a token the app answers only requests addressed to loopback
             (`Host: 127.0.0.1`, `localhost`, `[::1]`) or to `trusted_hosts`.
         chat_model: Enable chat (`POST /api/chat` and a message box on each session page): a pydantic-ai
-            model, a model name (`'test'` is the offline `TestModel`), or an agent to run.
+            model, a model name (`'test'` is the offline `echo_model`, which quotes the prompt), or an agent to run.
         trusted_hosts: More `Host` names to answer without a token, when you serve it behind a proxy.
     """
     if scope is not None:
@@ -279,6 +284,9 @@ def create_app(
     async def session_not_found(request: Request, error: Exception) -> Response:
         assert isinstance(error, SessionNotFound)
         return web.not_found(request, f'No session {error.session_id!r}.')
+
+    async def unknown_branch(request: Request, error: Exception) -> Response:
+        return web.not_found(request, str(error))
 
     async def bad_request(request: Request, error: Exception) -> Response:
         return web.bad_request(request, str(error))
@@ -308,5 +316,10 @@ def create_app(
     return Starlette(
         routes=routes,
         middleware=[Middleware(Guard, token=token, trusted_hosts=trusted_hosts, login_page=web.login_html)],
-        exception_handlers={SessionNotFound: session_not_found, _BadRequest: bad_request, HTTPException: http_error},
+        exception_handlers={
+            SessionNotFound: session_not_found,
+            UnknownBranch: unknown_branch,
+            _BadRequest: bad_request,
+            HTTPException: http_error,
+        },
     )

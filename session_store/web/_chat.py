@@ -10,62 +10,24 @@ keeps the replaced one as a branch.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
-from pydantic_ai.models import Model, infer_model
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models import Model
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 from pydantic_ai.usage import UsageLimits
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .._ids import check_id
+from .._offline import resolve_model
 from ..store import SessionStore
 
-__all__ = ('TEST_MODEL', 'chat_agent', 'chat_response', 'echo_model', 'resolve_model')
+__all__ = ('RUN_REQUEST_LIMIT', 'chat_agent', 'chat_response')
 
 
-TEST_MODEL = 'test'
 RUN_REQUEST_LIMIT = 50
 """The most model requests one chat run may make (pydantic-ai's default limit), whatever the session made before."""
-"""The chat model name that needs no provider: `echo_model()`."""
-
-
-def _reply(messages: list[ModelMessage]) -> str:
-    prompt = next((part.content for part in reversed(messages[-1].parts) if isinstance(part, UserPromptPart)), None)
-    said = prompt if isinstance(prompt, str) else 'nothing I can read'
-    return f'(test model, offline) You said: {said}'
-
-
-def echo_model(delay: float = 0.02) -> FunctionModel:
-    """An offline model that answers every prompt by quoting it, streamed a word at a time (`delay` seconds apart)."""
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        return ModelResponse(parts=[TextPart(_reply(messages))])
-
-    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
-        words = _reply(messages).split(' ')
-        for index, word in enumerate(words):
-            yield word if index == len(words) - 1 else f'{word} '
-            await asyncio.sleep(delay)
-
-    return FunctionModel(respond, stream_function=stream, model_name=TEST_MODEL)
-
-
-def resolve_model(model: Model | str) -> Model:
-    """A pydantic-ai model, or one by name: `test` is `echo_model()`, offline, streamed word by word.
-
-    Resolving builds the provider, so a missing provider package or API key fails here, before serving.
-    """
-    if isinstance(model, Model):
-        return model
-    if model == TEST_MODEL:
-        return echo_model()
-    return infer_model(model)
 
 
 def chat_agent(model: Model | str | Agent[None, str]) -> Agent[None, str]:

@@ -15,11 +15,10 @@ from typing import Any, Literal
 from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.messages import ModelMessage
 
-from processors import count_tokens
-
 from .._codec import dump_messages, dump_usage
+from .._display import summary_json, window_tokens
 from ..errors import SessionNotFound
-from ..results import Branch, SearchHit, SessionInfo, SessionWindow, StoredSummary
+from ..results import Branch, SearchHit, SessionInfo, StoredSummary
 from ..store import SessionStore
 from ._present import MessageView, message_views, snippet
 
@@ -29,6 +28,7 @@ __all__ = (
     'SearchPage',
     'SessionPage',
     'SessionsPage',
+    'UnknownBranch',
     'WindowMark',
     'context_page',
     'search_page',
@@ -68,11 +68,11 @@ class WindowMark:
     messages: int
     """How many messages the next request starts from (head, summary-carrying request and tail)."""
     tokens: int
-    """Their tokens, as stored (see `window_tokens`)."""
+    """Their tokens, as `session_store._display.window_tokens` counts them."""
     head: list[int]
     """Positions of pinned head messages before the tail (a system prompt kept from the start)."""
-    summary_index: int | None
-    """The summary the window carries, if any."""
+    summary_number: int | None
+    """The number of the summary the window carries, if any."""
 
 
 Rows = list[tuple[Literal['band', 'marker', 'message'], Any]]
@@ -139,7 +139,7 @@ class SessionPage:
         return rows
 
     def band_of(self, position: int) -> int | None:
-        """The index of the summary whose range holds `position`, if any."""
+        """The index of the summary whose range holds `position`, if any: its band's colour."""
         for summary in self.summaries:
             if summary.covers_from <= position < summary.covers_to:
                 return summary.index
@@ -235,13 +235,6 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
     }
 
 
-def summary_json(summary: StoredSummary) -> dict[str, Any]:
-    data = asdict(summary)
-    data['usage'] = dump_usage(summary.usage)
-    data['created_at'] = summary.created_at.isoformat()
-    return data
-
-
 def branch_json(branch: Branch) -> dict[str, Any]:
     data = asdict(branch)
     data['updated_at'] = branch.updated_at.isoformat()
@@ -255,6 +248,13 @@ def messages_json(views: Sequence[MessageView], raw: Sequence[ModelMessage]) -> 
         {'position': view.position, 'role': view.role, 'ui_message_id': view.ui_message_id, 'message': message}
         for view, message in zip(views, dumped, strict=True)
     ]
+
+
+class UnknownBranch(LookupError):
+    """A page asked for a branch the session (which exists) does not have; its message names the ones it has."""
+
+    def __init__(self, session_id: str, branch: str, tips: Sequence[str]) -> None:
+        super().__init__(f'Session {session_id!r} has no branch {branch!r}; its branches are {", ".join(tips)}.')
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -311,18 +311,8 @@ def _window_mark(
             break
         start = position
     head = [position for position in positions if position < start]
-    carried = next((summary.index for summary in reversed(chain) if summary.covers_to <= start), None)
-    return WindowMark(start=start, messages=len(positions), tokens=tokens, head=head, summary_index=carried)
-
-
-async def window_tokens(store: SessionStore, window: SessionWindow) -> list[int]:
-    """Each window message's tokens: as stored (counted once, when archived), and the request carrying the summary,
-    whose stored count no longer holds, counted now with the store's processor's counter."""
-    counter = store.processor.token_counter
-    return [
-        stored if stored is not None else await count_tokens(counter, [message])
-        for stored, message in zip(window.tokens, window.messages, strict=True)
-    ]
+    carried = next((summary.number for summary in reversed(chain) if summary.covers_to <= start), None)
+    return WindowMark(start=start, messages=len(positions), tokens=tokens, head=head, summary_number=carried)
 
 
 def page_offset(message_count: int, limit: int, offset: int | None, at: int | None) -> int:
@@ -359,11 +349,11 @@ async def session_page(
     if branch is None:
         count = window.message_count
         chain = await store.summaries(session_id, scope=own_scope)
-        mark = _window_mark(window.positions, count, sum(await window_tokens(store, window)), chain)
+        mark = _window_mark(window.positions, count, sum(window_tokens(window)), chain)
     else:
         shown = next((b for b in branches if b.tip == branch), None)
         if shown is None:
-            raise SessionNotFound(session_id, scope)
+            raise UnknownBranch(session_id, branch, [b.tip for b in branches])
         count, chain, mark = shown.message_count, [], None
     first = page_offset(count, limit, offset, at)
     messages = await store.history(session_id, scope=own_scope, offset=first, limit=limit, branch=branch)
@@ -390,7 +380,7 @@ async def context_page(store: SessionStore, session_id: str, *, scope: str | Non
     own_scope = await session_scope(store, session_id, scope)
     window = await store.window(session_id, scope=own_scope)
     chain = await store.summaries(session_id, scope=own_scope)
-    tokens = await window_tokens(store, window)
+    tokens = window_tokens(window)
     return ContextPage(
         session_id=session_id,
         scope=own_scope,
