@@ -19,7 +19,7 @@ from .errors import (
 )
 from .exports import ExportedSegment, ExportedSummary, SessionExport
 from .recall import Recall
-from .results import Branch, Removed, Resealed, SearchHit, SessionInfo, SessionWindow, StoredSummary
+from .results import Branch, Removed, Resealed, SearchHit, SessionInfo, SessionWindow, StoredSummary, SummaryChain
 from .session import Session
 from .store import SessionStore
 
@@ -50,5 +50,6 @@ __all__ = (
     'StoreUnavailable',
     'StoredSummary',
     'SummarizerFailed',
+    'SummaryChain',
     'WindowProcessor',
 )

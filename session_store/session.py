@@ -36,7 +36,7 @@ from ._history.windows import WindowProcessor
 from ._ids import new_token
 from .errors import StoreError, SummarizerFailed
 from .recall import Recall, recall_toolset
-from .results import Branch, StoredSummary
+from .results import Branch, StoredSummary, SummaryChain
 
 __all__ = ('Session',)
 
@@ -168,7 +168,7 @@ class Session:
             self._database, self.session_id, scope=self.scope, offset=offset, limit=limit, branch=branch
         )
 
-    async def summaries(self) -> list[StoredSummary]:
+    async def summaries(self) -> SummaryChain:
         """The summary chain; see `SessionStore.summaries`."""
         return await read_summaries(self._database, self.session_id, scope=self.scope)
 

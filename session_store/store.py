@@ -38,7 +38,7 @@ from .conversations import SQLConversationStore
 from .encryption import Encryption
 from .exports import SessionExport
 from .recall import Recall
-from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, StoredSummary
+from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, SummaryChain
 from .session import Session
 
 __all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
@@ -224,7 +224,7 @@ class SessionStore:
         _check_page(offset, limit)
         return await read_history(self._database, session_id, scope=scope, offset=offset, limit=limit, branch=branch)
 
-    async def summaries(self, session_id: str, *, scope: str | None = None) -> list[StoredSummary]:
+    async def summaries(self, session_id: str, *, scope: str | None = None) -> SummaryChain:
         """The session's summary chain, oldest first."""
         return await read_summaries(self._database, session_id, scope=scope)
 

@@ -52,3 +52,18 @@ async def test_bad_arguments_name_their_parameter_and_store_nothing(store_factor
         await store.conversations.save(result)
     assert await store.conversations.load('c') is None
     assert await store.history('s') == stored
+
+
+async def test_a_blank_id_or_scope_is_refused_everywhere(store_factory: StoreFactory) -> None:
+    """An id of spaces reads as nothing in every listing: the store refuses it, as the command line does."""
+    store = store_factory()
+    for blank in ('  ', '\u3000'):
+        with pytest.raises(ValueError, match='session_id must be 1 to 255 printable characters, not all blank'):
+            await store.session(blank)
+        with pytest.raises(ValueError, match='scope must be'):
+            await store.session('fine', scope=blank)
+        with pytest.raises(ValueError, match='new_session_id must be'):
+            await store.fork('fine', at=0, new_session_id=blank)
+        with pytest.raises(ValueError, match='session_id must be'):
+            await store.conversations.load(blank)
+    assert await store.sessions() == []  # nothing was made on the way

@@ -168,7 +168,7 @@ def test_bad_ids_positions_and_tips_fail_in_one_line_and_change_nothing(tree: st
     fails(invoke(tree, 'rewind', 'demo', '1', '--scope', 'other'), "No session 'demo' under scope 'other'")
     fails(invoke(tree, 'switch', 'demo', '99'), "Session 'demo' has no branch '99'; its branches are 1, 2.")
     fails(invoke(tree, 'fork', 'demo', '--at', '99', '--to', 'copy'), 'at must be 0 to 16')
-    fails(invoke(tree, 'fork', 'demo', '--at', '10', '--to', 'copy'), 'would separate tool call')
+    fails(invoke(tree, 'fork', 'demo', '--at', '10', '--to', 'copy'), 'Forking at position 10 would separate tool call')
     fails(invoke(tree, 'fork', 'demo', '--at', '8', '--to', 'demo'), "Session 'demo' already exists")
     fails(invoke(tree, 'branches', 'nosuch'), "No session 'nosuch'")
     fails(invoke(tree, 'branches', 'demo', '--scope', 'other'), "No session 'demo' under scope 'other'")

@@ -158,7 +158,7 @@ async def fork(
             raise ValueError(f'at must be 0 to {row.message_count} (the active path length); got {at!r}.')
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
         if at < row.message_count:
-            await _check_pair_safe(db, source, spans, at)
+            await _check_pair_safe(db, source, spans, at, doing='Forking at')
         kept = truncated(spans, at)
         head_end = min(row.head_end, at)
         window_start = row.window_start if row.window_start < at else await _resumed_tail(db, row.pk, kept, head_end)
@@ -252,8 +252,11 @@ def _segment_key(tip: str) -> int:
     return int(tip)
 
 
-async def _check_pair_safe(db: AsyncSession, vault: Vault, spans: list[Span], position: int) -> None:
-    """Refuse a cut at `position` that would leave a tool call on one side and its return on the other."""
+async def _check_pair_safe(
+    db: AsyncSession, vault: Vault, spans: list[Span], position: int, *, doing: str = 'Rewinding to'
+) -> None:
+    """Refuse a cut at `position` that would leave a tool call on one side and its return on the other; the error
+    says what was asked (`doing`: 'Rewinding to', 'Forking at')."""
     query = on_path(select(MessageRow.position, MessageRow.payload), spans, (0, spans[-1].end))
     before: set[str] = set()
     after: set[str] = set()
@@ -262,8 +265,8 @@ async def _check_pair_safe(db: AsyncSession, vault: Vault, spans: list[Span], po
     split = sorted(before & after)
     if split:
         raise ValueError(
-            f'Rewinding to position {position} would separate tool call {split[0]!r} from its return; '
-            'rewind to a position between turns, or just before an answer.'
+            f'{doing} position {position} would separate tool call {split[0]!r} from its return; choose a '
+            'position between turns, or just before an answer.'
         )
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._display import summary_json, window_tokens
-from ..results import SearchHit, SummaryChain
+from ..results import SearchHit
 from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, pass_settings, scope_option
 from ._render import (
     CLIP,
@@ -143,7 +143,6 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
     contiguous and together cover everything before the current window.
     """
     chain = run(settings, read(settings, lambda store: store.summaries(session_id, scope=scope)))
-    assert isinstance(chain, SummaryChain)  # what store.summaries hands back, though typed as its list
     if as_json:
         echo_json([summary_json(summary) for summary in chain])
         return

@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelMessage
 from .._codec import dump_messages, dump_usage
 from .._display import summary_json, window_tokens
 from ..errors import SessionNotFound
-from ..results import Branch, SearchHit, SessionInfo, StoredSummary
+from ..results import Branch, SearchHit, SessionInfo, StoredSummary, SummaryChain
 from ..store import SessionStore
 from ._present import MessageView, message_views, snippet
 
@@ -354,7 +354,7 @@ async def session_page(
         shown = next((b for b in branches if b.tip == branch), None)
         if shown is None:
             raise UnknownBranch(session_id, branch, [b.tip for b in branches])
-        count, chain, mark = shown.message_count, [], None
+        count, chain, mark = shown.message_count, SummaryChain(), None
     first = page_offset(count, limit, offset, at)
     messages = await store.history(session_id, scope=own_scope, offset=first, limit=limit, branch=branch)
     return SessionPage(
