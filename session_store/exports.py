@@ -5,7 +5,7 @@ The file format is JSON Lines, one record a line, so a large session streams and
     {"kind": "session", "format": "session-store/3", "session_id": ..., "segment_count": G, "message_count": N,
      "summary_count": S, "active_segment": 0, "head_end": 0, "window_start": 32, "branches": [[1, 43]], ...}
     {"kind": "segment", "segment": 0, "parent": null, "starts_at": 0, "head_end": null, "window_start": null}
-    {"kind": "message", "segment": 0, "position": 0, "tokens": 12, "message": {...pydantic-ai's JSON...}}
+    {"kind": "message", "segment": 0, "position": 0, "tokens": 12, "stored_at": "...", "message": {...}}
     ...                                        each segment's record, then its own messages; N messages in all
     {"kind": "summary", "summary": 0, "segment": 0, "previous": null, "covers_from": 0, "covers_to": 16, ...}   x S
     {"kind": "end", "segments": G, "messages": N, "summaries": S, "sha256": "<digest of every line above>"}
@@ -71,6 +71,9 @@ class ExportedSegment:
     """Its path's window head, saved when another path was made active; `None` if never saved."""
     window_start: int | None = None
     """Its path's window tail start, saved with `head_end`."""
+    stored_at: list[datetime] = field(default_factory=list[datetime])
+    """When each of its messages was stored, if the document says (an older file doesn't: an import then dates each
+    message by its own timestamp). A branch's "updated" time is its last message's."""
 
     @property
     def end(self) -> int:
@@ -205,10 +208,11 @@ class SessionExport:
             }
             yield emit(json.dumps(record))
             for position, (message, tokens) in enumerate(zip(segment.messages, segment.tokens, strict=True)):
+                stored = f'"stored_at": "{segment.stored_at[position].isoformat()}", ' if segment.stored_at else ''
                 # The payload is pydantic-ai's own JSON, spliced in as it is, not re-encoded.
                 yield emit(
                     f'{{"kind": "message", "segment": {key}, "position": {segment.starts_at + position}, '
-                    f'"tokens": {tokens}, "message": {dump_message(message)}}}'
+                    f'"tokens": {tokens}, {stored}"message": {dump_message(message)}}}'
                 )
         for index, summary in enumerate(self.summaries):
             record = {
@@ -386,8 +390,14 @@ class _Reader:
                 raise ExportError(f"{where}: a message of segment {record['segment']!r} among segment {key}'s.")
             if record['position'] != segment.end:
                 raise ExportError(f'{where}: message at position {record["position"]!r}, expected {segment.end}.')
+            dated = 'stored_at' in record
+            if segment.messages and dated != bool(segment.stored_at):  # all of a segment's messages say, or none
+                said = 'says' if dated else 'does not say'
+                raise ExportError(f'{where}: a message that {said} when it was stored, unlike the ones before it.')
             segment.messages.append(load_message(json.dumps(record['message'])))
             segment.tokens.append(int(record['tokens']))
+            if dated:
+                segment.stored_at.append(utc(datetime.fromisoformat(record['stored_at'])))
         elif kind == 'summary':
             index = len(self.summaries)
             if self.header['format'] != FORMAT:  # one path: each summary extends the one before it

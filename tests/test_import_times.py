@@ -6,9 +6,12 @@ On SQLite and PostgreSQL: a session with two branches, exported, and imported un
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 
-from session_store import SessionStore
+import pytest
+
+from session_store import ExportError, SessionExport, SessionStore
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
@@ -34,6 +37,16 @@ async def test_an_import_keeps_the_branches_updated_times(store_factory: StoreFa
     assert [(b.message_count, b.forked_at, b.active) for b in after] == [
         (b.message_count, b.forked_at, b.active) for b in before
     ]
-    for original, imported in zip(before, after, strict=True):
-        # Stored a moment after it was made, then; dated by when it was made, now: well within the wait.
-        assert abs((imported.updated_at - original.updated_at).total_seconds()) < LATER / 2, (original, imported)
+    # The export carries when each message was stored: the import's branches were updated exactly when the source's.
+    assert [b.updated_at for b in after] == [b.updated_at for b in before]
+
+
+async def test_a_file_whose_messages_disagree_on_their_storing_times_is_refused(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    session = await store.session('dated')
+    await session.run(scripted_agent(ParallelToolAssistant()), 'Turn M1')
+    lines = list((await store.export('dated')).to_json_lines())
+    undated = [re.sub(r'"stored_at": "[^"]*", ', '', line) if n == 3 else line for n, line in enumerate(lines)]
+    assert undated != lines
+    with pytest.raises(ExportError, match='line 4: a message that does not say when it was stored'):
+        SessionExport.from_json_lines(undated)

@@ -46,11 +46,13 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
             for segment in segment_rows
         ]
         rows = await db.execute(
-            select(MessageRow.segment_pk, MessageRow.position, MessageRow.payload, MessageRow.tokens)
+            select(
+                MessageRow.segment_pk, MessageRow.position, MessageRow.payload, MessageRow.tokens, MessageRow.created_at
+            )
             .where(MessageRow.segment_pk.in_(keys))
             .order_by(MessageRow.segment_pk, MessageRow.position)
         )
-        for segment_pk, position, payload, count in rows:
+        for segment_pk, position, payload, count, stored_at in rows:
             segment = segments[keys[segment_pk]]
             if position != segment.end:
                 raise StoreError(
@@ -58,6 +60,7 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
                 )
             segment.messages.append(vault.message(position, payload))
             segment.tokens.append(count)
+            segment.stored_at.append(utc(stored_at))
         summary_rows = (
             await db.scalars(select(SummaryRow).where(SummaryRow.session_pk == row.pk).order_by(SummaryRow.pk))
         ).all()
@@ -149,10 +152,12 @@ async def write_import(database: Database, document: SessionExport, session_id: 
             rows = message_rows(
                 vault, segment_pks[-1], segment.starts_at, segment.messages, segment.tokens, entry_ids[key]
             )
-            for stored, message in zip(rows, segment.messages, strict=True):
-                # A document holds no storing times: a message is stored as of when it was made, so a branch's
-                # last update stays the conversation's, not the import's.
-                if message.timestamp is not None:
+            for position, (stored, message) in enumerate(zip(rows, segment.messages, strict=True)):
+                # Stored as of when it was stored before (an older document holds no storing times: as of when it
+                # was made), so a branch's last update stays the conversation's, not the import's.
+                if segment.stored_at:
+                    stored['created_at'] = segment.stored_at[position]
+                elif message.timestamp is not None:
                     stored['created_at'] = utc(message.timestamp)
             await insert_messages(db, rows)
         row.active_segment_pk = segment_pks[document.active_segment]
