@@ -1,5 +1,5 @@
 """The documentation site (`docs/`, built by mkdocs-material from `mkdocs.yml`): every page is in the navigation,
-the API reference names every public name, the site builds with
+the API reference names every public name, the README's links reach pages that exist, the site builds with
 `mkdocs build --strict`, and every code block of every page runs (`tests/_markdown.py` says how each kind is
 checked)."""
 
@@ -18,6 +18,7 @@ import processors
 import session_store
 from tests._markdown import (
     DOCS,
+    README,
     REPO,
     Block,
     check_block_kinds,
@@ -48,6 +49,15 @@ def test_the_api_reference_names_every_public_name(package: ModuleType) -> None:
     page = (DOCS / 'api' / f'{name}.md').read_text()
     documented = set(re.findall(rf'^::: {name}\.(\w+)$', page, flags=re.MULTILINE))
     assert documented == set(package.__all__)
+
+
+def test_the_readme_links_only_to_pages_that_exist() -> None:
+    links = re.findall(r'\]\((docs/[^)#\s]+)(?:#[^)]*)?\)', README.read_text())
+    assert links, 'the README links to the documentation pages'
+    missing = [link for link in links if not (REPO / link).is_file()]
+    assert missing == []
+    pages = {f'docs/{page.relative_to(DOCS)}' for page in docs_pages() if page.parent == DOCS}
+    assert pages - {'docs/index.md'} <= set(links), 'the README links to every page'
 
 
 def test_every_block_shows_its_output_and_says_what_it_needs() -> None:
