@@ -85,3 +85,10 @@ def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
 @pytest.mark.parametrize('block', runnable(BLOCKS), ids=[block.id for block in runnable(BLOCKS)])
 def test_docs_block(block: Block, tmp_path: Path) -> None:
     run_block(block, tmp_path)
+
+
+def test_the_home_page_gives_the_readmes_set_up_command() -> None:
+    """The site's home page repeats the README's set-up command, which a test runs; the two must not drift."""
+    (home,) = [block for block in markdown_blocks(DOCS / 'index.md') if block.language == 'bash']
+    readme = next(block for block in markdown_blocks(README) if block.heading == 'Install')
+    assert home.source == readme.source

@@ -63,7 +63,7 @@ def _set_up_command() -> str:
 
 def test_the_test_command_is_what_ci_runs() -> None:
     """The README's test command (the first line of its Tests block, and the Install section's second command) is
-    the command `.ci/run` ends with, so CI runs exactly what a reader is told passes."""
+    a command `.ci/run` runs as written, so CI runs exactly what a reader is told passes."""
     (install,) = shell_commands(_block('Install', 1))
     tests = shell_commands(_block('Tests'))[0]
     assert install.words == tests.words == ['python', '-m', 'pytest', '-q']
