@@ -10,6 +10,7 @@ on a history that only grew costs the new messages, not the history.
 from __future__ import annotations
 
 import asyncio
+import logging
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -34,6 +35,15 @@ from .summary import find_summary, summary_request, summary_text
 from .tokens import TokenCounter, count_tokens
 
 _MAX_LINEAGES = 16
+
+logger = logging.getLogger('processors.summarization')
+"""Where a failed summary is reported: the summarization processor's logger, whose failure it is."""
+
+
+def _report(compaction: Compaction, outcome: str) -> None:
+    """Log a failed compaction with what came of it instead."""
+    if compaction.failure is not None:
+        logger.warning('Summarization failed (%s); %s.', compaction.failure, outcome)
 
 
 def leading_system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
@@ -208,6 +218,9 @@ class Compaction:
     """Whether the cut stands for later requests; `False` drops the messages from this request only."""
     cut: int | None = None
     """Where the tail starts instead of the planned cut, when the processor dealt with fewer messages."""
+    failure: str | None = None
+    """Why the processor made nothing of the evicted messages, when it failed to (a summarizer's error): the engine
+    reports it with what the request is sent instead."""
 
 
 Compact = Callable[['Lineage', int, 'int | None'], Awaitable[Compaction]]
@@ -346,16 +359,23 @@ class Windowing:
         if compaction.bridge is None:
             if not compaction.persist and not decision.fired:
                 # A manual compaction that made nothing: no trigger fired, so the window stays as it was.
+                _report(compaction, 'nothing was compacted: no trigger holds, so the window stays as it was')
                 return replace(self._unchanged(lineage, decision), compaction=compaction)
             bridge, bridge_tokens = lineage.fallback_bridge()
             if bridge is None and not isinstance(lineage.messages[cut], ModelRequest):
                 # Nothing will stand before a tail that opens with a response: open it with a request.
                 later = lineage.cuts.first_at_or_after(cut)
                 if later is None:
+                    _report(compaction, 'nothing was compacted: no cut opens the tail with a request')
                     return replace(self._unchanged(lineage, decision), compaction=compaction)
                 cut = later
         else:
             bridge, bridge_tokens = compaction.bridge, compaction.bridge_tokens
+        _report(
+            compaction,
+            'this request is sent the sliding window instead (the last summary, if any, and the kept tail); nothing '
+            'is stored as a summary, and the next trigger tries again',
+        )
         window = lineage.window(cut, bridge)
         estimate = lineage.size(cut, bridge_tokens, bridge is not None)[1]
         if compaction.persist:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -29,7 +28,6 @@ from .tokens import TokenCounter, count_tokens, count_tokens_approximately
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'SummarizationProcessor')
 
-logger = logging.getLogger(__name__)
 _tracer = trace.get_tracer('processors')
 
 DEFAULT_TRIGGER: ContextSize = ('tokens', 170_000)
@@ -303,9 +301,9 @@ class SummarizationProcessor(WindowedProcessor):
     async def _fail(self, reason: str, detail: str, pending: int, error: BaseException | None = None) -> Compaction:
         failure = SummarizationFailure(reason=reason, detail=detail, pending=pending, error=error)  # type: ignore[arg-type]
         trace.get_current_span().set_attribute('processors.summarize.failure', reason)
-        logger.warning('Summarization failed (%s: %s); this request uses the sliding window.', reason, detail)
         await _notify(self.on_failure, failure)
-        return Compaction(persist=False)
+        # The engine logs it, saying what the request is sent instead: that depends on whether a trigger holds.
+        return Compaction(persist=False, failure=f'{reason}: {detail}')
 
 
 def _result(outcome: Outcome) -> SummarizationResult:

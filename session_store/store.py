@@ -263,7 +263,7 @@ class SessionStore:
 
         In an encrypted store the index holds blind words: both kinds of match then need whole words
         (no stemming), and a phrase is found among the messages with each of its words, opened and
-        checked; see the README's "Encryption at rest".
+        checked; see "Encryption at rest" in the docs (docs/encryption-and-retention.md).
         """
         return await search(
             self._database, text, scope=scope, session_id=session_id, limit=limit, match=match, branches=branches

@@ -67,7 +67,8 @@ KNOWN_FAILURES: dict[str, str] = {
     'test_capability.py::TestContextManagerCapability::test_tool_output_truncation': _TRUNCATION,
     'test_capability.py::TestContextManagerCapability::test_tool_return_long_text_return_value_truncated': _TRUNCATION,
 }
-"""Seed tests on public names that fail against `processors`, each with why we differ (the README lists them)."""
+"""Seed tests on public names that fail against `processors`, each with why we differ (as
+`docs/coming-from-summarization.md` lists them)."""
 
 
 class SeedUnavailable(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -162,12 +163,20 @@ async def test_skip_reasons_say_why_no_summary_was_made() -> None:
     assert await processor(summarizer, trigger=('messages', 5), keep=('messages', 10)).plan_compression(history) is None
 
 
-async def test_a_failed_compaction_is_never_stored_and_the_next_one_tries_again() -> None:
+async def test_a_failed_compaction_is_never_stored_and_the_next_one_tries_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     summarizer, made, failures = Summarizer(fail=True), list[Summary](), list[SummarizationFailure]()
     compactor = processor(summarizer, made, on_failure=failures.append)
     history = tool_history(4)
 
-    forced = await compactor.process(history, force=True)
+    with caplog.at_level(logging.WARNING, logger='processors'):
+        forced = await compactor.process(history, force=True)
+    # The warning says what happened: nothing, since no trigger holds; not that the request uses the sliding window.
+    (warning,) = caplog.messages
+    assert 'RuntimeError: summarizer down' in warning and 'the window stays as it was' in warning
+    assert 'sliding window' not in warning
+    caplog.clear()
     # Nothing fired: a forced compaction that failed sends the history as it was.
     assert (forced.summarized, forced.skip_reason, forced.summary, forced.cutoff_index) == (False, 'failed', None, 0)
     assert forced.messages is history
@@ -175,7 +184,10 @@ async def test_a_failed_compaction_is_never_stored_and_the_next_one_tries_again(
     assert compactor.compaction_state(history) is None
 
     # A trigger that fires and a summarizer that fails: this request goes out on the sliding window.
-    automatic = await processor(summarizer, trigger=('messages', 10), on_failure=failures.append).process(history)
+    with caplog.at_level(logging.WARNING, logger='processors'):
+        automatic = await processor(summarizer, trigger=('messages', 10), on_failure=failures.append).process(history)
+    (warning,) = caplog.messages
+    assert 'this request is sent the sliding window instead' in warning
     assert automatic.skip_reason == 'failed'
     assert len(automatic.messages) < len(history)
     assert not any(isinstance(p, CompactionPart) for m in automatic.messages for p in m.parts)

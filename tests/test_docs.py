@@ -1,0 +1,94 @@
+"""The documentation site (`docs/`, built by mkdocs-material from `mkdocs.yml`): every page is in the navigation,
+the API reference names every public name, the README's links reach pages that exist, the site builds with
+`mkdocs build --strict`, and every code block of every page runs (`tests/_markdown.py` says how each kind is
+checked)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import processors
+import session_store
+from tests._markdown import (
+    DOCS,
+    README,
+    REPO,
+    Block,
+    check_block_kinds,
+    docs_pages,
+    markdown_blocks,
+    run_block,
+    runnable,
+)
+
+BLOCKS = [block for page in docs_pages() for block in markdown_blocks(page)]
+
+
+def _navigation() -> list[str]:
+    """The pages `mkdocs.yml`'s nav lists, relative to `docs/`."""
+    return re.findall(r'^\s*-\s[^:\n]*:\s*(\S+\.md)\s*$', (REPO / 'mkdocs.yml').read_text(), flags=re.MULTILINE)
+
+
+def test_every_page_is_in_the_navigation_and_every_entry_is_a_page() -> None:
+    pages = {str(page.relative_to(DOCS)) for page in docs_pages()}
+    listed = _navigation()
+    assert len(listed) == len(set(listed))
+    assert set(listed) == pages
+
+
+@pytest.mark.parametrize('package', [session_store, processors], ids=lambda package: package.__name__)
+def test_the_api_reference_names_every_public_name(package: ModuleType) -> None:
+    name = package.__name__
+    page = (DOCS / 'api' / f'{name}.md').read_text()
+    documented = set(re.findall(rf'^::: {name}\.(\w+)$', page, flags=re.MULTILINE))
+    assert documented == set(package.__all__)
+
+
+def test_the_readme_links_only_to_pages_that_exist() -> None:
+    links = re.findall(r'\]\((docs/[^)#\s]+)(?:#[^)]*)?\)', README.read_text())
+    assert links, 'the README links to the documentation pages'
+    missing = [link for link in links if not (REPO / link).is_file()]
+    assert missing == []
+    pages = {f'docs/{page.relative_to(DOCS)}' for page in docs_pages() if page.parent == DOCS}
+    assert pages - {'docs/index.md'} <= set(links), 'the README links to every page'
+
+
+def test_every_block_shows_its_output_and_says_what_it_needs() -> None:
+    check_block_kinds(BLOCKS)
+    assert {block.language for block in runnable(BLOCKS)} == {'python', 'bash'}
+
+
+@pytest.mark.slow  # about ten seconds: every page rendered, the API reference read from the source
+def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
+    mkdocs = shutil.which('mkdocs', path=str(Path(sys.executable).parent))
+    assert mkdocs is not None, 'mkdocs is in the docs extra, which dev installs'
+    done = subprocess.run(
+        [mkdocs, 'build', '--strict', '--site-dir', str(tmp_path / 'site')],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={'NO_MKDOCS_2_WARNING': '1', 'PATH': str(Path(sys.executable).parent), 'HOME': str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / 'site' / 'api' / 'session_store' / 'index.html').is_file()
+
+
+@pytest.mark.slow  # each block runs as its own program, or its commands each as a process
+@pytest.mark.parametrize('block', runnable(BLOCKS), ids=[block.id for block in runnable(BLOCKS)])
+def test_docs_block(block: Block, tmp_path: Path) -> None:
+    run_block(block, tmp_path)
+
+
+def test_the_home_page_gives_the_readmes_set_up_command() -> None:
+    """The site's home page repeats the README's set-up command, which a test runs; the two must not drift."""
+    (home,) = [block for block in markdown_blocks(DOCS / 'index.md') if block.language == 'bash']
+    readme = next(block for block in markdown_blocks(README) if block.heading == 'Install')
+    assert home.source == readme.source
