@@ -113,9 +113,10 @@ class PostgresDatabases(Databases):
             drop_database(url)
 
 
-def peer_engine(url: str, *, synchronous_normal: bool = False) -> AsyncEngine:
-    """The peer's engine; on SQLite, with `synchronous=NORMAL` if asked (its default is FULL)."""
-    engine = create_async_engine(url)
+def peer_engine(url: str, *, synchronous_normal: bool = False, **options: Any) -> AsyncEngine:
+    """The peer's engine; on SQLite, with `synchronous=NORMAL` if asked (its default is FULL). `options` go to
+    `create_async_engine` (pool sizes, `connect_args`), as a peer user would give them."""
+    engine = create_async_engine(url, **options)
     if synchronous_normal:
 
         @event.listens_for(engine.sync_engine, 'connect')

@@ -1,5 +1,5 @@
-"""How benchmarks/store.py measures and reports: timed actions taken in turns, medians, and the lines that
-compare ours with the peer or with a target."""
+"""How benchmarks/store.py, scale.py and conversations.py measure and report: timed actions taken in turns,
+medians, and the lines that compare ours with the peer or with a target."""
 
 from __future__ import annotations
 
@@ -59,3 +59,12 @@ def print_target(where: str, subject: str, bound: float, against: str, ratio: fl
         return
     met = ratio >= bound if at_least else ratio <= bound
     print(f'{head}: {ratio:.2f} x, {"met" if met else "MISSED"}')
+
+
+def print_limit(where: str, subject: str, value: float, bound: float, unit: str = '', digits: int = 2) -> None:
+    """`target on WHERE: SUBJECT <= BOUND UNIT: VALUE UNIT (RATIO x), met` (or `MISSED`), for a target that is a
+    bound of its own rather than a multiple of the peer's; the ratio is value / bound, `digits` the value's decimals."""
+    ratio = value / bound
+    unit = f' {unit}' if unit else ''
+    print(f'target on {where}: {subject} <= {bound:g}{unit}: {value:.{digits}f}{unit} ({ratio:.2f} x), ', end='')
+    print('met' if ratio <= 1 else 'MISSED')

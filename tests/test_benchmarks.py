@@ -168,3 +168,52 @@ def test_encryption_quick() -> None:
             assert match, f'no {label} line on {backend}:\n{output}'
             plain, sealed, ratio = map(number, match.groups())
             assert close(ratio, sealed, plain), match.group(0)
+
+
+def test_scale_quick() -> None:
+    output = run_quick('scale')
+    peer = has_peer(output, 'openai-agents')
+    if '=== PostgreSQL figures skipped' in output:
+        assert not os.environ.get('CI'), f'PostgreSQL is required under CI: {output}'
+        return
+    routes = ['direct'] + ([] if '=== PgBouncer figures skipped' in output else ['PgBouncer'])
+    for route in routes:
+        where = rf'PostgreSQL {route} @10 ms'
+        head = rf'^scale on {where}: ours {N} turns/s, peer '
+        if peer:
+            match = re.search(head + rf'{N} turns/s -> ours/peer {N} x; agent alone {N} turns/s', output, re.MULTILINE)
+            assert match, f'no throughput line through {route}:\n{output}'
+            ours, theirs, ratio, _alone = map(number, match.groups())
+            assert close(ratio, ours, theirs), match.group(0)
+        else:
+            assert re.search(head + re.escape(NOT_MEASURED), output, re.MULTILINE), output
+        match = re.search(rf'^store overhead on {where}: ours p50 {N} ms p99 {N} ms, peer ', output, re.MULTILINE)
+        assert match, f'no store overhead line through {route}:\n{output}'
+        p50, p99 = map(number, match.groups())
+        assert p50 <= p99, match.group(0)
+        match = re.search(rf'^server connections on {where}: ours peak {N} \(bound {N}\)', output, re.MULTILINE)
+        assert match, f'no connections line through {route}:\n{output}'
+        for figure in match.groups():
+            number(figure)
+        targets = re.findall(rf'^target on {where}: .*: {N} (?:ms )?(?:\(|x)', output, re.MULTILINE)
+        assert len(targets) == (3 if peer else 2), f'targets through {route}: {targets}\n{output}'
+
+
+def test_conversations_quick() -> None:
+    output = run_quick('conversations')
+    peer = has_peer(output, 'openai-agents')
+    for backend in backends(output, '=== PostgreSQL figures skipped'):
+        for size in ('100', '1k'):
+            head = rf'^conversation turn @{size} on {backend}: ours {N} ms \(load \+ save\), peer '
+            if peer:
+                match = re.search(head + rf'{N} ms \([^)]*\) -> ours/peer {N} x$', output, re.MULTILINE)
+                assert match, f'no turn line @{size} on {backend}:\n{output}'
+                ours, theirs, ratio = map(number, match.groups())
+                assert close(ratio, ours, theirs), match.group(0)
+            else:
+                match = re.search(head + re.escape(NOT_MEASURED), output, re.MULTILINE)
+                assert match, f'no turn line @{size} on {backend}:\n{output}'
+                number(match.group(1))
+        match = re.search(rf'^conversation turn growth on {backend}: ours @100 -> @1k {N} x$', output, re.MULTILINE)
+        assert match, f'no growth line on {backend}:\n{output}'
+        number(match.group(1))
