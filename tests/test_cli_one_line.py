@@ -85,7 +85,7 @@ def test_delete_of_a_scope_nothing_is_saved_under_fails(demo: str) -> None:
 def test_the_history_footer_on_an_encrypted_store_names_the_key_file(demo: str, tmp_path: Path) -> None:
     keys = tmp_path / 'keys'
     keys.write_text(ok(CliRunner().invoke(main, ['keygen'])))
-    ok(invoke(demo, 'encrypt', '--key-file', str(keys)))
+    ok(invoke(demo, 'encrypt', '--yes', '--key-file', str(keys)))
     page = ok(invoke(demo, 'history', 'demo', '--limit', '3', '--key-file', str(keys)))
     footer = next(line for line in page.splitlines() if line.startswith('… more: '))
     assert footer.startswith('… more: session-store history demo --offset 3 --limit 3') and '--key-file' in footer
@@ -94,6 +94,20 @@ def test_the_history_footer_on_an_encrypted_store_names_the_key_file(demo: str, 
     if '--db' not in words:  # a URL with a password is left out: the environment names it
         words = ['--db', demo, *words]
     assert ok(CliRunner().invoke(main, words)).startswith('[3] ')
+
+
+@pytest.mark.parametrize('command', ['encrypt', 'rekey'])
+def test_sealing_clear_data_asks_first_and_a_no_seals_nothing(demo: str, tmp_path: Path, command: str) -> None:
+    keys = tmp_path / 'keys'
+    keys.write_text(ok(CliRunner().invoke(main, ['keygen'])))
+    declined = invoke(demo, command, '--key-file', str(keys), stdin='n\n')
+    assert declined.exit_code == 1 and 'Aborted' in declined.output, declined.output
+    assert "under key 'k1'? From then on only the keys you gave read them" in declined.output
+    assert 'Sealed' not in declined.output
+    # Nothing was sealed: the store still reads without any key.
+    assert 'ORDER-1000' in ok(invoke(demo, 'history', 'demo', '--limit', '1'))
+    assert 'Sealed 8 messages' in ok(invoke(demo, command, '--key-file', str(keys), stdin='y\n'))
+    fails(invoke(demo, 'history', 'demo'), "key 'k1'", '--key-file')
 
 
 def test_serve_on_a_busy_port_says_so_in_one_line_before_claiming_to_serve(demo: str) -> None:

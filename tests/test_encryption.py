@@ -395,14 +395,14 @@ def test_the_commands_take_keys_from_a_file_or_the_environment(
     key_file.write_text(f'# newest first\n{generated}\n')
 
     fails(invoke('rekey'), 'rekey needs the keys', '--key-file')
-    said = ok(invoke('encrypt', '--batch', '4', '--key-file', str(key_file)))
+    said = ok(invoke('encrypt', '--batch', '4', '--yes', '--key-file', str(key_file)))
     assert 'Sealed 12 messages, 0 summaries and 0 sessions' in said and "12 under 'k1'" in said
     assert MARKER in ok(invoke('history', 'alice', '--key-file', str(key_file)))
     assert MARKER in ok(invoke('history', 'alice', keys=generated))
     fails(invoke('history', 'alice'), "Session 'alice'", "key 'k1'", 'no keys', '--key-file')
 
     rotated = f'k2={Encryption.generate_key()},{generated}'
-    said = ok(invoke('rekey', keys=rotated))
+    said = ok(invoke('rekey', '--yes', keys=rotated))
     assert "12 under 'k2'" in said and "No row needs 'k1' any more" in said
     assert MARKER in ok(invoke('history', 'alice', keys=rotated.split(',')[0]))
     fails(invoke('history', 'alice', keys=generated), "key 'k2'", "only keys 'k1'")

@@ -20,6 +20,7 @@ __all__ = ('encrypt', 'keygen', 'rekey')
 _BATCH = click.option(
     '--batch', 'batch_size', type=Bounded(1, 100_000), default=500, show_default=True, help='Rows per transaction.'
 )
+_YES = click.option('-y', '--yes', is_flag=True, help='Do not ask for confirmation.')
 
 
 @main.command()
@@ -40,32 +41,45 @@ def keygen(key_id: str) -> None:
 
 @main.command()
 @_BATCH
+@_YES
 @db_option
 @pass_settings
-def encrypt(settings: Settings, batch_size: int) -> None:
+def encrypt(settings: Settings, batch_size: int, yes: bool) -> None:
     """Encrypt a store's clear rows in place under the newest key; resumable, and safe while it is in use.
 
-    Killed part way, run it again: it carries on. The database is vacuumed after, so no clear text stays in its bytes.
+    Asks first, unless --yes: from then on only these keys read the store. Killed part way, run it again: it
+    carries on. The database is vacuumed after, so no clear text stays in its bytes.
     """
-    out.print(_report(run(settings, _reseal(settings, 'encrypt', batch_size)), settings))
+    out.print(_report(run(settings, _reseal(settings, 'encrypt', batch_size, yes)), settings))
 
 
 @main.command()
 @_BATCH
+@_YES
 @db_option
 @pass_settings
-def rekey(settings: Settings, batch_size: int) -> None:
+def rekey(settings: Settings, batch_size: int, yes: bool) -> None:
     """Re-encrypt every row under the newest key (the first in the key file), clear rows included; resumable.
 
-    Once it reports every row under the newest key, the older keys can be removed from the key file.
+    Asks first, unless --yes. Once it reports every row under the newest key, the older keys can be removed from
+    the key file.
     """
-    out.print(_report(run(settings, _reseal(settings, 'rekey', batch_size)), settings))
+    out.print(_report(run(settings, _reseal(settings, 'rekey', batch_size, yes)), settings))
 
 
-async def _reseal(settings: Settings, pass_: Literal['encrypt', 'rekey'], batch_size: int) -> Resealed:
-    if settings.encryption() is None:
+async def _reseal(settings: Settings, pass_: Literal['encrypt', 'rekey'], batch_size: int, yes: bool) -> Resealed:
+    encryption = settings.encryption()
+    if encryption is None:
         raise Failure(f'{pass_} needs the keys: give --key-file FILE or set ${ENV_KEYS} (ID=SECRET, newest first).')
     async with open_store(settings, 'write') as store:
+        if not yes:
+            # Sealing clear values is for good: without these keys, nothing sealed can be read again.
+            which = 'every clear value' if pass_ == 'encrypt' else 'every value, clear ones included,'
+            click.confirm(
+                f'Seal {which} in {settings.shown_url} under key {encryption.current!r}? From then on only the keys '
+                'you gave read them: keep them, and a backup. Go ahead?',
+                abort=True,
+            )
 
         def progress(done: Resealed) -> None:
             sealed = f'{done.messages} messages, {done.summaries} summaries, {done.sessions} sessions'
