@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from processors import SlidingWindowProcessor
 
-from ._arguments import check_count, check_seconds
+from ._arguments import check_seconds
 from ._codec import now
 from ._db.database import Database
 from ._db.engine import DEFAULT_URL, ServerOptions, database_url, server_options
@@ -42,12 +42,6 @@ from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, S
 from .session import Session
 
 __all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
-
-
-def _check_page(offset: int, limit: int | None) -> None:
-    check_count(offset, 'offset')
-    if limit is not None:
-        check_count(limit, 'limit')
 
 
 class SessionStore:
@@ -196,7 +190,6 @@ class SessionStore:
 
         `offset` skips that many of them and `limit` keeps at most that many, for reading the list page by page.
         """
-        _check_page(offset, limit)
         return await list_sessions(self._database, scope=scope, limit=limit, offset=offset)
 
     async def set_metadata(self, session_id: str, metadata: dict[str, Any], *, scope: str | None = None) -> None:
@@ -221,7 +214,6 @@ class SessionStore:
 
         It reads the active path, or with `branch` (a `Branch.tip` from `Session.branches()`) that branch's.
         """
-        _check_page(offset, limit)
         return await read_history(self._database, session_id, scope=scope, offset=offset, limit=limit, branch=branch)
 
     async def summaries(self, session_id: str, *, scope: str | None = None) -> SummaryChain:

@@ -32,6 +32,10 @@ async def test_bad_arguments_name_their_parameter_and_store_nothing(store_factor
         await store.search('fine', limit=10**19)
     with pytest.raises(TypeError, match="offset must be an int; got '3'"):
         await store.history('s', offset='3')  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="offset must be an int; got '3'"):  # the session's door: the same check
+        await session.history(offset='3')  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r'limit must be between 0 and 9223372036854775807; got 10{19}'):
+        await session.history(limit=10**19)
     with pytest.raises(ValueError, match='offset must be between 0'):
         await store.sessions(offset=-5)
     with pytest.raises(TypeError, match="timeout must be a number of seconds, or None; got '5'"):

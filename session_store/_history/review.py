@@ -6,6 +6,7 @@ from pydantic_ai.messages import ModelMessage
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from .._arguments import check_count
 from .._codec import load_usage, utc
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
@@ -20,8 +21,7 @@ async def list_sessions(
     database: Database, *, scope: str | None, limit: int | None, offset: int = 0
 ) -> list[SessionInfo]:
     """The stored sessions, most recently updated first, skipping the first `offset`; under `scope`, only its own."""
-    if offset < 0 or (limit is not None and limit < 0):
-        raise ValueError(f'offset and limit must be >= 0; got offset={offset}, limit={limit}.')
+    _check_page(offset, limit)
     newest_first = (SessionRow.updated_at.desc(), SessionRow.pk.desc())
     page = select(SessionRow.pk).order_by(*newest_first)
     if scope is not None:
@@ -62,8 +62,7 @@ async def read_history(
     branch: str | None = None,
 ) -> list[ModelMessage]:
     """`limit` messages from position `offset` (`None`: all of them) of the active path, or of `branch`'s."""
-    if offset < 0 or (limit is not None and limit < 0):
-        raise ValueError(f'offset and limit must be >= 0; got offset={offset}, limit={limit}.')
+    _check_page(offset, limit)
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
         tip, length = (active_segment(row), row.message_count) if branch is None else await _branch_end(db, row, branch)
@@ -114,3 +113,10 @@ def stored_summary(vault: Vault, index: int, summary: SummaryRow) -> StoredSumma
         usage=load_usage(summary.usage),
         created_at=utc(summary.created_at),
     )
+
+
+def _check_page(offset: int, limit: int | None) -> None:
+    """Both doors' pages (`SessionStore`'s and `Session`'s) are checked here, before any I/O."""
+    check_count(offset, 'offset')
+    if limit is not None:
+        check_count(limit, 'limit')
