@@ -3,7 +3,8 @@
 Every fenced block has a language, and its language says how it is checked:
 
 - ```python: the complete program a reader would copy. It runs in its own Python process, in a fresh
-  temporary working directory (so a database it makes lands there), with warnings as errors, and must exit
+  temporary working directory (so a database it makes lands there) that holds a copy of the offline demo's
+  `./sessions.db`, which it must leave byte for byte as it was, with warnings as errors, and must exit
   cleanly with nothing on stderr. What it prints must equal its `#>` lines, which every Python block must
   have, so each one checks a result and not only that nothing raised.
 - ```bash: one command a line (a trailing `# comment` is for the reader). Each `session-store ...` command
@@ -301,8 +302,17 @@ def check_block_kinds(blocks: list[Block]) -> None:
 
 def run_block(block: Block, cwd: Path) -> None:
     """Run one runnable block in `cwd` (a fresh directory), checking it as its kind says (see the module's doc)."""
+    copy_database(demo_database(), cwd)
     if block.language == 'python':
+        # A reader runs the examples where the demo left its database: an example must never touch data it did
+        # not make (the README's encryption example once sealed that file under keys it then threw away).
+        before = _contents(cwd, 'sessions.db')
         assert run_python(block, cwd) == block.expected_output()
+        assert _contents(cwd, 'sessions.db') == before, f'{block.where} changed the ./sessions.db it did not make'
     else:
-        copy_database(demo_database(), cwd)
         run_shell(block, cwd)
+
+
+def _contents(folder: Path, name: str) -> dict[str, bytes]:
+    """The bytes of a SQLite database and of any WAL files beside it."""
+    return {path.name: path.read_bytes() for path in sorted(folder.glob(f'{name}*'))}
