@@ -24,28 +24,28 @@ entries with the source, so deleting one conversation never touches another's me
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from itertools import pairwise
 from typing import Any
 
-import pydantic
+from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.tools import DeferredToolRequests
-from sqlalchemy import Row, Select, and_, bindparam, case, insert, select, update
+from sqlalchemy import Row, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
 
 from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
-from ._codec import dump_usage, load_usage, now, utc
-from ._db.sealing import Sealer, Vault
+from ._codec import now
+from ._conversation_rows import DEFERRED, RECORD, entries_query, entry_of, record_columns, record_of
+from ._db.sealing import Vault
 from ._history.archive import add_root_segment, copy_path, insert_messages, message_rows
 from ._history.branches import move_head
 from ._history.records import RunRecord
-from ._history.runs import HEAD, Runs, SessionHead
+from ._history.runs import Runs, SessionHead
 from ._history.tree import ENTRY_AT, entry_at, on_path, path_spans, spans_of, tip_entry_id
 from ._history.turns import compact_if_due
 from ._history.window_cache import Recent
@@ -60,9 +60,6 @@ _RETRY = 'Load the conversation again and retry.'
 
 __all__ = ('SQLConversationStore',)
 
-_DEFERRED: pydantic.TypeAdapter[DeferredToolRequests] = pydantic.TypeAdapter(DeferredToolRequests)
-"""The same JSON `Session` stores a paused run's requests in, so either side can read the other's."""
-
 _SESSION_OF = (
     select(SessionRow.session_id)
     .join(MessageRow, MessageRow.session_pk == SessionRow.pk)
@@ -74,67 +71,11 @@ _WHOLE = SlidingWindowProcessor(trigger=None)
 """Shapes the windows a store without a processor hands out once a compaction opened them: it never compacts, and
 keeps the system prompt before the compaction, as pydantic-ai's wire trim does."""
 
-_sessions = SessionRow.__table__.c
-_RECORD = HEAD.add_columns(
-    _sessions.session_id,
-    _sessions.scope,
-    _sessions.usage,
-    _sessions.deferred_tool_requests,
-    _sessions.forked_from,
-    _sessions.forked_at,
-    _sessions.branches,
-    _sessions.updated_at,
-)
-"""A session's row as a record is made of it: a `SessionHead` (its tip the record's head), then the rest."""
-
-_Parent = aliased(MessageRow, name='parent')
-"""The message before another one on its path, whose `entry_id` is that one's `parent_id`."""
-_Own = aliased(SegmentRow, name='own')
-"""The segment a message is in."""
-
-
-def _entries_query() -> Select[str, int, int, str, str | None, str]:
-    """Message rows as entries: (session_id, session pk, position, entry_id, parent entry_id, payload).
-
-    A segment's first message continues the segment it forked from; any other, its own segment.
-    """
-    parent_segment = case((MessageRow.position > _Own.starts_at, MessageRow.segment_pk), else_=_Own.parent_pk)
-    return (
-        select(
-            SessionRow.session_id,
-            SessionRow.pk,
-            MessageRow.position.label('position'),  # named, for the union `on_path` orders by it
-            MessageRow.entry_id,
-            _Parent.entry_id.label('parent_id'),
-            MessageRow.payload,
-        )
-        .select_from(MessageRow)
-        .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
-        .join(_Own, _Own.pk == MessageRow.segment_pk)
-        .outerjoin(_Parent, and_(_Parent.segment_pk == parent_segment, _Parent.position == MessageRow.position - 1))
-    )
-
-
-def _entry(sealer: Sealer, row: Row[str, int, int, str, str | None, str]) -> ConversationEntry:
-    session_id, session_pk, position, entry_id, parent_id, payload = row
-    message = sealer.message(session_id, session_pk, position, payload)
-    return ConversationEntry(id=entry_id, parent_id=parent_id, message=message)
-
-
-def _record(sealer: Sealer, row: SessionRow | Row[*tuple[Any, ...]], head_id: str | None) -> ConversationRecord:
-    deferred = sealer.open_json(row.session_id, row.pk, 'deferred tool requests', row.deferred_tool_requests)
-    return ConversationRecord(
-        conversation_id=row.session_id,
-        head_id=head_id,
-        usage=load_usage(row.usage),
-        deferred_tool_requests=None if deferred is None else _DEFERRED.validate_python(deferred),
-        scope=row.scope,
-        forked_from=row.forked_from,
-        forked_at=row.forked_at,
-        branches=[str(tip) for tip in row.branches or ()],
-        revision=row.revision,
-        updated_at=utc(row.updated_at),
-    )
+_KEPT: ContextVar[Row[Any] | None] = ContextVar('session_store_kept_record', default=None)
+"""A record's row this task read a moment ago, which the next `read_record` of its conversation hands out once
+instead of reading it again: in a load, the row the compaction check read, which pydantic-ai's `load` asks for
+next; in a save, the row at the revision the conversation was loaded at, since the write checks that revision
+again, in the same statement that writes."""
 
 
 def _unstorable(conversation_id: str, detail: str) -> UserError:
@@ -175,7 +116,7 @@ class SQLConversationStore(ConversationStore):
         self._runs = runs
         self._database = runs.database
         self._token_counter = token_counter
-        self._heads: Recent[str, SessionHead] = Recent()
+        self._rows: Recent[str, Row[Any]] = Recent()
         """The row each conversation had when its record was read last: a save right after (pydantic-ai's reads
         its record first) appends without reading it again, and a load reads the window kept at its revision."""
         self._tips: Recent[str, str] = Recent()
@@ -199,33 +140,62 @@ class SQLConversationStore(ConversationStore):
         """
         check_id(conversation_id)
         with span('load_conversation', self._database.backend, conversation_id) as current:
-            if self.processor is not None:
-                compacted = await compact_if_due(self._runs, conversation_id, scope, self.processor)
-                current.set_attribute('session_store.window.compacted_now', compacted)
-            loaded = await super().load(conversation_id, limit=limit, scope=scope)
-            head = self._heads.peek(conversation_id)
+            kept = _KEPT.set(None)
+            try:
+                if self.processor is not None and (record := await self.read_record(conversation_id)) is not None:
+                    compacted = scope in (None, record.scope) and await compact_if_due(
+                        self._runs, conversation_id, scope, self.processor, revision=record.revision
+                    )
+                    current.set_attribute('session_store.window.compacted_now', compacted)
+                    if not compacted:  # the row just read is still the stored one: pydantic-ai's load takes it
+                        _KEPT.set(self._rows.peek(conversation_id))
+                loaded = await super().load(conversation_id, limit=limit, scope=scope)
+            finally:
+                _KEPT.reset(kept)
+            head = self._head(conversation_id)
             # OpenTelemetry's GenAI conventions: the run will be sent compacted history (a summary, or a cut).
             current.set_attribute(
                 'gen_ai.conversation.compacted', head is not None and head.window_start > head.head_end
             )
+            # A window kept in memory at the record's revision is read without a `load_window` span of its own.
+            current.set_attribute('session_store.window.messages', 0 if loaded is None else len(loaded.messages))
         keep_conversation(conversation_id)
         return loaded
+
+    async def save(
+        self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
+    ) -> list[ConversationEntry]:
+        """Save the messages the store doesn't have yet; see pydantic-ai's `ConversationStore.save`.
+
+        A conversation loaded here (or saved here last) at the revision still kept in memory is saved in one
+        trip to the database: the write itself, which checks the revision.
+        """
+        saved = conversation.conversation if isinstance(conversation, AgentRunResult) else conversation
+        row = self._rows.peek(saved.conversation_id)
+        kept = _KEPT.set(row if row is not None and row.revision == saved.revision else None)
+        try:
+            return await super().save(conversation, scope=scope)
+        finally:
+            _KEPT.reset(kept)
 
     # Reading
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         """The conversation's session row as a record, with its head, in one SELECT; `None` if there is none."""
         check_id(conversation_id)
+        found = _KEPT.get()
+        if found is not None and found.session_id == conversation_id:
+            _KEPT.set(None)  # once: a second read in the same load or save (after a failed one) reads afresh
+            return record_of(self._database.sealer, found, found.tip)
         found = await self._database.statements(
-            lambda db: db.execute(_RECORD, {'session_id': conversation_id}).first(), session_id=conversation_id
+            lambda db: db.execute(RECORD, {'session_id': conversation_id}).first(), session_id=conversation_id
         )
+        self._rows.put(conversation_id, found)
         if found is None:
-            self._heads.put(conversation_id, None)
             return None
-        self._heads.put(conversation_id, SessionHead._make(found[: len(SessionHead._fields)]))
         if found.tip is not None:
             self._tips.put(found.tip, conversation_id)
-        return _record(self._database.sealer, found, found.tip)
+        return record_of(self._database.sealer, found, found.tip)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
@@ -239,7 +209,7 @@ class SQLConversationStore(ConversationStore):
             query = query.limit(limit)
         async with self._database.read() as db:
             rows = (await db.execute(query)).all()
-        return [_record(self._database.sealer, row, head_id) for row, head_id in rows]
+        return [record_of(self._database.sealer, row, head_id) for row, head_id in rows]
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         """The entry with this id, with its parent, in one SELECT.
@@ -248,10 +218,10 @@ class SQLConversationStore(ConversationStore):
             LookupError: No message has this entry id.
         """
         async with self._database.read() as db:
-            found = (await db.execute(_entries_query().where(MessageRow.entry_id == entry_id))).first()
+            found = (await db.execute(entries_query().where(MessageRow.entry_id == entry_id))).first()
         if found is None:
             raise LookupError(f'No conversation entry {entry_id!r} in the store.')
-        return _entry(self._database.sealer, found)
+        return entry_of(self._database.sealer, found)
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
         """The entries up to and including `head_id`, oldest first, or only the last `limit`.
@@ -289,8 +259,8 @@ class SQLConversationStore(ConversationStore):
                 {pk: (parent, starts_at) for _, _, pk, parent, starts_at in found}, segment_pk, position + 1
             )
             start = 0 if limit is None else max(0, position + 1 - limit)
-            rows = (await db.execute(on_path(_entries_query(), spans, (start, position + 1)))).all()
-        return [_entry(self._database.sealer, row) for row in rows]
+            rows = (await db.execute(on_path(entries_query(), spans, (start, position + 1)))).all()
+        return [entry_of(self._database.sealer, row) for row in rows]
 
     async def _window_to(self, head_id: str) -> list[ConversationEntry] | None:
         """The stored window of the conversation whose active path ends at `head_id`, as entries; `None` when
@@ -300,7 +270,7 @@ class SQLConversationStore(ConversationStore):
         # The record read just before (as pydantic-ai's load and save do) names its head's conversation, and the
         # window kept at that record's revision needs no trip to the database.
         session_id = self._tips.get(head_id)
-        head = None if session_id is None else self._heads.peek(session_id)
+        head = None if session_id is None else self._head(session_id)
         processor = self.processor
         if processor is None:
             if head is None or head.window_start == 0:
@@ -319,8 +289,12 @@ class SQLConversationStore(ConversationStore):
             return None
         parent: str | None = None
         if loaded.positions[0] > 0:  # a window with no head opens mid-path
-            at = {'segment_pk': loaded.segment_pk, 'position': loaded.positions[0] - 1}
-            parent = await self._database.statements(lambda db: db.execute(ENTRY_AT, at).scalar())
+            row = None if session_id is None else self._rows.peek(session_id)
+            if row is not None and (row.revision, row.window_start) == (loaded.revision, loaded.positions[0]):
+                parent = row.before_window  # read with the record, at this window's revision
+            else:
+                at = {'segment_pk': loaded.segment_pk, 'position': loaded.positions[0] - 1}
+                parent = await self._database.statements(lambda db: db.execute(ENTRY_AT, at).scalar())
         entries: list[ConversationEntry] = []
         for message, entry_id in zip(loaded.messages, loaded.entry_ids, strict=True):
             # A bridge standing alone (before a tail that opens with a response) is no archived message.
@@ -328,6 +302,11 @@ class SQLConversationStore(ConversationStore):
             entries.append(entry)
             parent = entry.id
         return entries
+
+    def _head(self, conversation_id: str) -> SessionHead | None:
+        """The `SessionHead` of the row the conversation's record was read from last, if it is kept."""
+        row = self._rows.peek(conversation_id)
+        return None if row is None else SessionHead._make(row[: len(SessionHead._fields)])
 
     # Writing
 
@@ -365,7 +344,7 @@ class SQLConversationStore(ConversationStore):
         deferred = (
             None
             if record.deferred_tool_requests is None
-            else _DEFERRED.dump_python(record.deferred_tool_requests, mode='json')
+            else DEFERRED.dump_python(record.deferred_tool_requests, mode='json')
         )
         if expected_revision is not None and new_entries:
             # Most saves append a run after the stored head: the run cycle's own write, as a Session's run.
@@ -386,7 +365,7 @@ class SQLConversationStore(ConversationStore):
                 appended,
                 expected_revision=expected_revision,
                 revision=record.revision,
-                head=self._heads.peek(conversation_id),
+                head=self._head(conversation_id),
             )
             if stored is not None:
                 return
@@ -424,7 +403,7 @@ class SQLConversationStore(ConversationStore):
             session_pk = await db.scalar(
                 insert(SessionRow)
                 .values(
-                    **_record_columns(record),
+                    **record_columns(record),
                     message_count=len(new_entries),
                     head_end=0,
                     window_start=0,
@@ -470,7 +449,7 @@ class SQLConversationStore(ConversationStore):
             await db.execute(
                 update(SessionRow)
                 .where(SessionRow.session_id == conversation_id, SessionRow.revision == expected_revision)
-                .values(**_record_columns(record), message_count=SessionRow.message_count + added)
+                .values(**record_columns(record), message_count=SessionRow.message_count + added)
                 .returning(SessionRow.pk, SessionRow.active_segment_pk, SessionRow.message_count)
             )
         ).first()
@@ -513,24 +492,6 @@ class SQLConversationStore(ConversationStore):
                 raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
             await delete_rows(db, [session_pk])
         self._runs.forget([conversation_id])
-
-
-def _record_columns(record: ConversationRecord) -> dict[str, Any]:
-    """The session columns a record carries, but its deferred tool requests (sealed once the row's key is known).
-
-    The head is not one either: it is derived from `message_count`.
-    """
-    return {
-        'session_id': record.conversation_id,
-        'scope': record.scope,
-        'revision': record.revision,
-        'usage': dump_usage(record.usage),
-        'deferred_tool_requests': None,
-        'forked_from': record.forked_from,
-        'forked_at': record.forked_at,
-        'branches': list(record.branches),
-        'updated_at': record.updated_at,
-    }
 
 
 async def _copy_history(db: AsyncSession, head_id: str, target: Vault, segment_pk: int) -> int:

@@ -91,13 +91,14 @@ class SessionStore:
             )
         self.url, server = server_options(database_url(url), ServerOptions(transaction_pooler, engine_options or {}))
         self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
-        self._conversation_processor = processor
-        """Only one given: pydantic-ai's door then gets windows and summaries, and whole histories without."""
         self._database = Database(
             self.url, migrate_empty=migrate, read_only=read_only, encryption=encryption, server=server
         )
         self._runs = Runs(self._database)
         self._leases = Leases(self._database)
+        # Only a processor given makes pydantic-ai's door hand out windows and summaries (whole histories without).
+        # One door per store, so what it keeps in memory between a load and a save serves every caller.
+        self._conversations = SQLConversationStore(self._runs, self.processor.token_counter, processor)
 
     def __repr__(self) -> str:
         return f'SessionStore({self.display_url!r})'
@@ -140,7 +141,7 @@ class SessionStore:
         they part, as pydantic-ai's own stores do, and the replaced turns stay stored as a branch; `fork()` makes
         a new session with copies. New messages are counted with this store's processor's `token_counter`.
         """
-        return SQLConversationStore(self._runs, self.processor.token_counter, self._conversation_processor)
+        return self._conversations
 
     async def session(
         self,

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationConflict
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     CompactionPart,
@@ -405,3 +406,33 @@ async def test_a_tool_call_waiting_for_approval_survives_a_compaction_and_is_ans
     archive = await store.history('c', limit=None)
     assert sum(isinstance(p, ToolReturnPart) and p.tool_call_id == 'refund-1' for m in archive for p in m.parts) == 1
     assert (await conversations.load('c')).deferred_tool_requests is None  # type: ignore[union-attr]
+
+
+async def test_a_save_after_another_store_saved_is_a_conflict_and_stores_nothing(store_factory: StoreFactory) -> None:
+    """One store's door keeps the record it loaded, to save without reading it again; the write checks the
+    revision itself, so a save on a conversation another process saved since is still refused whole."""
+    mine, theirs = (store_factory(processor=summarizing(RecordingSummarizer())) for _ in range(2))
+    assert mine.conversations is mine.conversations  # one door per store: what it keeps serves every caller
+    agent = make_agent(Assistant())
+    await mine.session('shared')
+    first = await mine.conversations.load('shared')
+    assert first is not None
+    await mine.conversations.save(await agent.run('Turn M1', conversation=first))
+
+    stale = await mine.conversations.load('shared')
+    fresh = await theirs.conversations.load('shared')
+    assert stale is not None and fresh is not None and stale.revision == fresh.revision
+    await theirs.conversations.save(await agent.run('Turn M2 from the other process', conversation=fresh))
+    with pytest.raises(ConversationConflict):
+        await mine.conversations.save(await agent.run('Turn M3 on a stale load', conversation=stale))
+
+    async def prompts(store: SessionStore) -> list[Any]:
+        history = await store.history('shared')
+        return [part.content for message in history for part in message.parts if isinstance(part, UserPromptPart)]
+
+    assert await prompts(mine) == ['Turn M1', 'Turn M2 from the other process']
+    # The next load sees the other store's turn, and a save on it goes through.
+    reloaded = await mine.conversations.load('shared')
+    assert reloaded is not None and reloaded.revision != stale.revision
+    await mine.conversations.save(await agent.run('Turn M3 again', conversation=reloaded))
+    assert await prompts(theirs) == ['Turn M1', 'Turn M2 from the other process', 'Turn M3 again']

@@ -123,7 +123,10 @@ async def test_the_conversation_door_s_spans_match_the_session_door_s(
     windows = [
         s for s in named['session_store.load_window'] if 'session_store.load_conversation' in ancestors(s, by_id)
     ]
-    assert len(windows) >= 4
+    # The first load reads the window from the database; later ones take it from memory, at the revision the
+    # record they read has, without a trip of their own. Each load says how large a window it handed out.
+    assert len(windows) >= 1 and attrs(windows[0])['session_store.window.cached'] is False
+    assert [attrs(s)['session_store.window.messages'] for s in loads] == [0, 4, 8, 4]
     assert [attrs(s)['gen_ai.conversation.compacted'] for s in loads] == [False, False, False, True]
     summarized = named['processors.summarize']
     assert summarized and all('session_store.load_conversation' in ancestors(s, by_id) for s in summarized)

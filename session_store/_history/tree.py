@@ -26,7 +26,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
@@ -40,6 +40,7 @@ __all__ = (
     'best_summary',
     'best_summary_query',
     'entry_at',
+    'entry_before_window',
     'on_path',
     'path_spans',
     'segments_of',
@@ -92,25 +93,27 @@ async def path_spans(db: AsyncSession, session_pk: int, segment_pk: int, length:
     return spans_of(await session_segments(db, session_pk), segment_pk, length)
 
 
-def _entry_at() -> Select[str | None]:
-    own = select(MessageRow.entry_id).where(
-        MessageRow.segment_pk == bindparam('segment_pk'), MessageRow.position == bindparam('position')
-    )
-    parent = aliased(SegmentRow, name='child')
+def _entry_in(
+    segment_pk: ColumnElement[int | None] | InstrumentedAttribute[int | None], position: ColumnElement[int]
+) -> ColumnElement[str | None]:
+    """The entry id at `position` of the path ending in `segment_pk`, as a scalar subquery: NULL if none.
+
+    A segment's parent holds the position just before the segment starts, so the two rows asked for (the
+    segment's own, else its parent's) cover every position a caller asks for: a path's last message, possibly in
+    the segment it forked from, or the one just before a window.
+    """
+    child = aliased(SegmentRow, name='child')
+    own = select(MessageRow.entry_id).where(MessageRow.segment_pk == segment_pk, MessageRow.position == position)
     inherited = (
         select(MessageRow.entry_id)
-        .join(parent, parent.parent_pk == MessageRow.segment_pk)
-        .where(parent.pk == bindparam('segment_pk'), MessageRow.position == bindparam('position'))
+        .join(child, child.parent_pk == MessageRow.segment_pk)
+        .where(child.pk == segment_pk, MessageRow.position == position)
     )
-    return select(func.coalesce(own.scalar_subquery(), inherited.scalar_subquery()))
+    return func.coalesce(own.scalar_subquery(), inherited.scalar_subquery())
 
 
-ENTRY_AT = _entry_at()
-"""The entry id at `position` of the path ending in `segment_pk` (its own, else its parent's): NULL if none.
-
-A segment's parent holds the position just before the segment starts, so the two rows asked for cover every
-position a caller asks for: a path's last message, possibly in the segment it forked from.
-"""
+ENTRY_AT = select(_entry_in(bindparam('segment_pk'), bindparam('position')))
+"""The entry id at `position` of the path ending in `segment_pk` (see `_entry_in`)."""
 
 
 async def entry_at(db: AsyncSession, segment_pk: int, position: int) -> str | None:
@@ -127,17 +130,13 @@ def tip_entry_id() -> ColumnElement[str | None]:
     That message is in the active segment, or, right after a rewind (the segment still empty), in the
     segment it forked from. NULL when the path is empty.
     """
-    last = SessionRow.message_count - 1
-    own = aliased(SegmentRow, name='own')
-    in_active = select(MessageRow.entry_id).where(
-        MessageRow.segment_pk == SessionRow.active_segment_pk, MessageRow.position == last
-    )
-    in_parent = (
-        select(MessageRow.entry_id)
-        .join(own, own.parent_pk == MessageRow.segment_pk)
-        .where(own.pk == SessionRow.active_segment_pk, MessageRow.position == last)
-    )
-    return func.coalesce(in_active.scalar_subquery(), in_parent.scalar_subquery())
+    return _entry_in(SessionRow.active_segment_pk, SessionRow.message_count - 1)
+
+
+def entry_before_window() -> ColumnElement[str | None]:
+    """The `entry_id` of the message just before a session's window starts on its active path, as a correlated
+    scalar subquery: the parent of the first entry a window without a head hands out. NULL at position 0."""
+    return _entry_in(SessionRow.active_segment_pk, SessionRow.window_start - 1)
 
 
 def spans_of(segments: Segments, segment_pk: int, length: int) -> list[Span]:

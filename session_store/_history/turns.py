@@ -49,9 +49,13 @@ class Turn:
     failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
 
     @classmethod
-    async def start(cls, runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor) -> Turn:
-        """The turn that starts from the session's stored window, compressed with `processor`."""
-        loaded = await runs.load_window(session_id, scope, processor)
+    async def start(
+        cls, runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor, *, revision: str | None = None
+    ) -> Turn:
+        """The turn that starts from the session's stored window, compressed with `processor`; from the window kept
+        in memory, without a trip to the database, when it is the one at `revision` (the caller's read just now)."""
+        kept = None if revision is None else runs.window_at(session_id, revision, processor)
+        loaded = kept or await runs.load_window(session_id, scope, processor)
         summaries: list[Summary] = []
         failures: list[SummarizationFailure] = []
         capability: SlidingWindow | Summarization | ContextManagerCapability
@@ -154,16 +158,18 @@ class Turn:
         return await self.runs.store(self.session_id, loaded, record, revision=revision)
 
 
-async def compact_if_due(runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor) -> bool:
+async def compact_if_due(
+    runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor, *, revision: str | None = None
+) -> bool:
     """Compact the session's stored window now if `processor`'s trigger holds on it, as a run's first request
-    would; whether it did.
+    would; whether it did. `revision`: the session's, as the caller read it just now (see `Turn.start`).
 
     The summary (made from the stored one and only the messages newly evicted) and the window's new bounds are
     stored in their own transaction. A run through pydantic-ai's own door runs without the store, so its load
     does this first. A summarizer that fails leaves the sliding window's cut, as in a run, and no summary.
     """
     try:
-        turn = await Turn.start(runs, session_id, scope, processor)
+        turn = await Turn.start(runs, session_id, scope, processor, revision=revision)
     except SessionNotFound:
         return False
     loaded = turn.loaded
