@@ -105,7 +105,9 @@ class SQLConversationStore(ConversationStore):
       entry ids) into the new conversation, which then lives on its own.
     - **Delete erases.** `delete` removes the conversation's messages and summaries with it.
     - **Reads are single queries.** `read_history` reads the last `limit` messages in one
-      SELECT, whatever the archive's size; `load` is that plus one SELECT for the record.
+      SELECT, whatever the archive's size; `load` is that plus one SELECT for the record. With a
+      processor, a load is one SELECT while the window kept in memory is the record's, and a save
+      right after it one write.
     - **Token counts** of new messages are counted once, with the store's processor's
       `token_counter`, and kept, as for messages a `Session` stores.
 
