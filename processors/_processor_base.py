@@ -55,6 +55,14 @@ class WindowedProcessor:
         """
         await self._windowing.remember(messages, token_counts)
 
+    def below_every_trigger(self, message_count: int) -> bool:
+        """Whether a window of `message_count` messages is sure to be sent as it is: every trigger counts messages
+        and asks for more (with none, nothing ever fires). A token trigger's answer needs the window itself.
+
+        For code that holds a stored window and would otherwise run the processor over it only to find that.
+        """
+        return all(trigger.kind == 'messages' and message_count < trigger.value for trigger in self._windowing.triggers)
+
     def kept_system_parts(self, messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
         """The system prompt parts this processor re-injects for `messages` once their first message is cut.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.test import TestModel
 
 from processors import SlidingWindow, SlidingWindowProcessor, Summarization, SummarizationProcessor
@@ -77,3 +78,24 @@ async def test_a_fraction_with_no_window_anywhere_fails_naming_the_parameter() -
     agent = Agent(TestModel(), capabilities=[SlidingWindow(trigger=('fraction', 0.8))])
     with pytest.raises(ValueError, match=r"trigger=\('fraction', 0.8\) needs a context window"):
         await agent.run('hello')
+
+
+async def test_below_every_trigger_is_sure_only_for_message_triggers_the_window_is_under() -> None:
+    """What a store asks before running the processor over a stored window: no answer it gives may skip a
+    compaction the processor's own pass would make."""
+    by_count = SlidingWindowProcessor(trigger=[('messages', 10), ('messages', 30)], keep=('messages', 4))
+    assert by_count.below_every_trigger(9) and not by_count.below_every_trigger(10)
+    with_tokens = SlidingWindowProcessor(trigger=[('messages', 10), ('tokens', 5_000)], keep=('messages', 4))
+    assert not with_tokens.below_every_trigger(1)  # a token trigger needs the window's counts
+    assert SlidingWindowProcessor(trigger=None).below_every_trigger(10**6)  # nothing ever fires
+    summarizer = SummarizationProcessor(TestModel(), trigger=('messages', 10), keep=('messages', 4))
+    assert summarizer.below_every_trigger(9) and not summarizer.below_every_trigger(10)
+    # The processor's own pass agrees at the boundary: 9 messages stay as they are, 10 are cut.
+    history: list[ModelMessage] = []
+    for turn in range(5):
+        history += [
+            ModelRequest(parts=[UserPromptPart(f'question {turn}')]),
+            ModelResponse(parts=[TextPart(f'answer {turn}')]),
+        ]
+    assert await by_count.window(history[:9]) == history[:9]
+    assert len(await by_count.window(history[:10])) < 10

@@ -50,12 +50,17 @@ class Turn:
 
     @classmethod
     async def start(
-        cls, runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor, *, revision: str | None = None
+        cls,
+        runs: Runs,
+        session_id: str,
+        scope: str | None,
+        processor: WindowProcessor,
+        *,
+        loaded: LoadedWindow | None = None,
     ) -> Turn:
-        """The turn that starts from the session's stored window, compressed with `processor`; from the window kept
-        in memory, without a trip to the database, when it is the one at `revision` (the caller's read just now)."""
-        kept = None if revision is None else runs.window_at(session_id, revision, processor)
-        loaded = kept or await runs.load_window(session_id, scope, processor)
+        """The turn that starts from the session's stored window, compressed with `processor`: `loaded`, when the
+        caller holds it (kept in memory at the revision it read just now), else read."""
+        loaded = loaded or await runs.load_window(session_id, scope, processor)
         summaries: list[Summary] = []
         failures: list[SummarizationFailure] = []
         capability: SlidingWindow | Summarization | ContextManagerCapability
@@ -168,8 +173,11 @@ async def compact_if_due(
     stored in their own transaction. A run through pydantic-ai's own door runs without the store, so its load
     does this first. A summarizer that fails leaves the sliding window's cut, as in a run, and no summary.
     """
+    kept = None if revision is None else runs.window_at(session_id, revision, processor)
+    if kept is not None and window_engine(processor).below_every_trigger(len(kept.messages)):
+        return False  # what the processor's pass over the window would find, without making one
     try:
-        turn = await Turn.start(runs, session_id, scope, processor, revision=revision)
+        turn = await Turn.start(runs, session_id, scope, processor, loaded=kept)
     except SessionNotFound:
         return False
     loaded = turn.loaded
