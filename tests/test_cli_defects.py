@@ -185,6 +185,7 @@ def test_usage_errors_keep_clicks_convention_and_other_errors_are_one_line(db: P
 # Token counters named for what they count
 
 
+@pytest.mark.slow  # the demo starts a second process
 def test_token_counters_say_what_they_count(db: Path, tmp_path: Path) -> None:
     listing = invoke('--db', f'sqlite:///{db}', 'sessions')
     assert listing.exit_code == 0 and 'provider tokens in/out' in listing.stdout

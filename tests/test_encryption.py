@@ -248,7 +248,7 @@ def die_mid_pass(db_url: str, encryption: str, after: int, what: str) -> None:
     assert done.returncode == -9, done.stderr
 
 
-@pytest.mark.slow_on_postgresql
+@pytest.mark.slow  # a process SIGKILLs itself mid-pass
 async def test_rekey_killed_halfway_then_run_again_loses_nothing(db_url: str, store_factory: StoreFactory) -> None:
     old = store_factory(processor=summarizer(), encryption=keys('k1'))
     made = await converse(old, 'alice', 8)
@@ -269,7 +269,7 @@ async def test_rekey_killed_halfway_then_run_again_loses_nothing(db_url: str, st
     assert all(MARKER in summary.text for summary in await only_new.summaries('alice'))
 
 
-@pytest.mark.slow_on_postgresql
+@pytest.mark.slow  # a process SIGKILLs itself mid-pass
 async def test_a_clear_store_is_encrypted_in_place_and_reads_correctly_while_mixed(
     db_url: str, store_factory: StoreFactory
 ) -> None:

@@ -143,7 +143,7 @@ def test_every_window_is_pair_safe_and_keeps_the_system_prompt(
     check_every_window(history, processor, incremental)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), processor=processors(), incremental=st.booleans())
 def test_every_window_is_pair_safe_and_keeps_the_system_prompt_quick(
     history: list[ModelMessage], processor: SlidingWindowProcessor | SummarizationProcessor, incremental: bool
