@@ -144,13 +144,13 @@ class SQLConversationStore(ConversationStore):
         with span('load_conversation', self._database.backend, conversation_id) as current:
             kept = _KEPT.set(None)
             try:
-                if self.processor is not None and (record := await self.read_record(conversation_id)) is not None:
-                    compacted = scope in (None, record.scope) and await compact_if_due(
-                        self._runs, conversation_id, scope, self.processor, revision=record.revision
+                if self.processor is not None and (row := await self._read_row(conversation_id)) is not None:
+                    compacted = scope in (None, row.scope) and await compact_if_due(
+                        self._runs, conversation_id, scope, self.processor, revision=row.revision
                     )
                     current.set_attribute('session_store.window.compacted_now', compacted)
                     if not compacted:  # the row just read is still the stored one: pydantic-ai's load takes it
-                        _KEPT.set(self._rows.peek(conversation_id))
+                        _KEPT.set(row)
                 loaded = await super().load(conversation_id, limit=limit, scope=scope)
             finally:
                 _KEPT.reset(kept)
@@ -188,16 +188,19 @@ class SQLConversationStore(ConversationStore):
         found = _KEPT.get()
         if found is not None and found.session_id == conversation_id:
             _KEPT.set(None)  # once: a second read in the same load or save (after a failed one) reads afresh
-            return record_of(self._database.sealer, found, found.tip)
+        elif (found := await self._read_row(conversation_id)) is None:
+            return None
+        return record_of(self._database.sealer, found, found.tip)
+
+    async def _read_row(self, conversation_id: str) -> Row[Any] | None:
+        """The conversation's session row as `RECORD` reads it (one SELECT), kept for the load or save after it."""
         found = await self._database.statements(
             lambda db: db.execute(RECORD, {'session_id': conversation_id}).first(), session_id=conversation_id
         )
         self._rows.put(conversation_id, found)
-        if found is None:
-            return None
-        if found.tip is not None:
+        if found is not None and found.tip is not None:
             self._tips.put(found.tip, conversation_id)
-        return record_of(self._database.sealer, found, found.tip)
+        return found
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
@@ -291,7 +294,7 @@ class SQLConversationStore(ConversationStore):
             return None
         parent: str | None = None
         if loaded.positions[0] > 0:  # a window with no head opens mid-path
-            row = None if session_id is None else self._rows.peek(session_id)
+            row = self._rows.peek(session_id)
             if row is not None and (row.revision, row.window_start) == (loaded.revision, loaded.positions[0]):
                 parent = row.before_window  # read with the record, at this window's revision
             else:
