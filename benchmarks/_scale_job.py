@@ -14,15 +14,12 @@ Timing = tuple[float, float, float]
 
 
 @dataclass(frozen=True)
-class Job:
-    """What one process runs."""
+class Load:
+    """The load every contender is put under."""
 
-    contender: str
-    url: str
-    pooler: bool
-    """The URL is a transaction pooler's (PgBouncer's)."""
-    process: int
+    processes: int
     sessions: int
+    """Sessions per process, all running at once."""
     warmup: int
     """Untimed turns per session first."""
     turns: int
@@ -32,10 +29,35 @@ class Job:
     pool_size: int
     max_overflow: int
 
+    @property
+    def concurrent(self) -> int:
+        return self.processes * self.sessions
+
+    def jobs(self, contender: str, url: str, pooler: bool) -> list[Job]:
+        return [Job(contender, url, pooler, process, self) for process in range(self.processes)]
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one process runs: its share of the load."""
+
+    contender: str
+    url: str
+    pooler: bool
+    """The URL is a transaction pooler's (PgBouncer's)."""
+    process: int
+    load: Load
+
     def session_ids(self) -> list[str]:
-        return [f'p{self.process:02d}-s{index:03d}' for index in range(self.sessions)]
+        return [f'p{self.process:02d}-s{index:03d}' for index in range(self.load.sessions)]
 
 
 def job_argument(job: Job) -> str:
     """The job as the process's one argument."""
     return json.dumps(asdict(job))
+
+
+def job_of(argument: str) -> Job:
+    """The job `job_argument` wrote."""
+    fields = json.loads(argument)
+    return Job(**{**fields, 'load': Load(**fields['load'])})

@@ -7,7 +7,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from _scale_runs import Load, Outcome, Route, percentile
+from _scale_job import Load
+from _scale_runs import Outcome, Route, percentile
 from _store_measuring import PEER_MISSING, print_limit, print_target
 
 TARGET_THROUGHPUT = 2.0

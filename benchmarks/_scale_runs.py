@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]  # ships no type hints
-from _scale_job import READY, Job, Timing, job_argument
+from _scale_job import READY, Job, Load, Timing, job_argument
 from _store_contenders import peer_engine, peer_session
 from sqlalchemy.engine import make_url
 
@@ -39,41 +39,6 @@ _RAISED = re.compile(r'^[A-Za-z_][\w.]*(Error|Exception|Unavailable|Conflict|Ful
 OUR_ENGINES = {False: 2, True: 1}
 """Engines (each its own pool) a `SessionStore` has on PostgreSQL, by `transaction_pooler`: the ORM's, and when no
 pooler stands in front the statements' own (AUTOCOMMIT) one."""
-
-
-@dataclass(frozen=True)
-class Load:
-    """The load every contender is put under."""
-
-    processes: int
-    sessions: int
-    """Sessions per process, all running at once."""
-    warmup: int
-    turns: int
-    delay: float
-    pool_size: int
-    max_overflow: int
-
-    @property
-    def concurrent(self) -> int:
-        return self.processes * self.sessions
-
-    def jobs(self, contender: str, url: str, pooler: bool) -> list[Job]:
-        return [
-            Job(
-                contender=contender,
-                url=url,
-                pooler=pooler,
-                process=process,
-                sessions=self.sessions,
-                warmup=self.warmup,
-                turns=self.turns,
-                delay=self.delay,
-                pool_size=self.pool_size,
-                max_overflow=self.max_overflow,
-            )
-            for process in range(self.processes)
-        ]
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from _scale_job import READY, Job, Timing
+from _scale_job import READY, Job, Timing, job_of
 from _scripted_turn import prompt, turn_agent
 from _store_contenders import peer_engine, peer_session
 from _store_conversation import TAIL, TRIGGER, peer_turn
@@ -112,7 +112,7 @@ class InMemory:
     def of(cls, job: Job) -> InMemory:
         processor = window()
         capability = SlidingWindow(trigger=processor.trigger, keep=processor.keep)
-        return cls(turn_agent(job.delay), capability, [[] for _ in range(job.sessions)])
+        return cls(turn_agent(job.load.delay), capability, [[] for _ in range(job.load.sessions)])
 
     async def run(self, index: int, turn: int) -> None:
         result = await self.agent.run(
@@ -125,11 +125,11 @@ class InMemory:
 @asynccontextmanager
 async def ours(job: Job) -> AsyncIterator[RunTurn]:
     trace.set_tracer_provider(_SpanTimers())
-    options = {'pool_size': job.pool_size, 'max_overflow': job.max_overflow}
+    options = {'pool_size': job.load.pool_size, 'max_overflow': job.load.max_overflow}
     store = SessionStore(job.url, processor=window(), transaction_pooler=job.pooler, engine_options=options)
     async with store:
         sessions = [await store.session(session_id) for session_id in job.session_ids()]
-        agent = turn_agent(job.delay)
+        agent = turn_agent(job.load.delay)
 
         async def run_turn(index: int, turn: int) -> tuple[float, float]:
             spent = {LOAD_WINDOW: 0.0, STORE_RUN: 0.0}
@@ -139,7 +139,7 @@ async def ours(job: Job) -> AsyncIterator[RunTurn]:
 
         yield run_turn
         stored = {info.session_id: info.message_count for info in await store.sessions()}
-    expected = 4 * (job.warmup + job.turns)
+    expected = 4 * (job.load.warmup + job.load.turns)
     missing = {sid: stored.get(sid) for sid in job.session_ids() if stored.get(sid) != expected}
     assert not missing, f'ours stored other than {expected} messages: {missing}'
 
@@ -158,7 +158,7 @@ def pooler_options() -> dict[str, Any]:
 
 @asynccontextmanager
 async def peer(job: Job) -> AsyncIterator[RunTurn]:
-    options: dict[str, Any] = {'pool_size': job.pool_size, 'max_overflow': job.max_overflow}
+    options: dict[str, Any] = {'pool_size': job.load.pool_size, 'max_overflow': job.load.max_overflow}
     engine = peer_engine(job.url, **options, **(pooler_options() if job.pooler else {}))
     try:
         sessions = [peer_session(session_id, engine) for session_id in job.session_ids()]
@@ -175,7 +175,7 @@ async def peer(job: Job) -> AsyncIterator[RunTurn]:
             return read, time.perf_counter() - start
 
         yield run_turn
-        expected = 4 * (job.warmup + job.turns)
+        expected = 4 * (job.load.warmup + job.load.turns)
         counts = [len(await session.get_items()) for session in sessions]
     finally:
         await engine.dispose()
@@ -231,17 +231,17 @@ async def probe_lag(lags: list[float]) -> None:
 
 async def main(job: Job) -> None:
     async with OPEN[job.contender](job) as run_turn:
-        await run_sessions(run_turn, job.sessions, 0, job.warmup)
+        await run_sessions(run_turn, job.load.sessions, 0, job.load.warmup)
         print(READY, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         lags: list[float] = []
         probe = asyncio.create_task(probe_lag(lags))
         started, cpu = time.monotonic(), time.process_time()
-        timings = await run_sessions(run_turn, job.sessions, job.warmup, job.turns)
+        timings = await run_sessions(run_turn, job.load.sessions, job.load.warmup, job.load.turns)
         ended, cpu = time.monotonic(), time.process_time() - cpu
         probe.cancel()
     print(json.dumps({'started': started, 'ended': ended, 'cpu': cpu, 'timings': timings, 'lags': lags}), flush=True)
 
 
 if __name__ == '__main__':
-    asyncio.run(main(Job(**json.loads(sys.argv[1]))))
+    asyncio.run(main(job_of(sys.argv[1])))

@@ -93,8 +93,9 @@ from dataclasses import dataclass
 
 from _bench_db import postgres_server
 from _bench_util import load_average, machine
+from _scale_job import Load
 from _scale_report import Figures, print_results, print_table
-from _scale_runs import Load, Outcome, Route, bouncer_route, run_contender
+from _scale_runs import Outcome, Route, bouncer_route, run_contender
 from _store_contenders import HAVE_PEER
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
