@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from testkit.postgres import PostgresUnavailable, postgres_url, require_postgres
 
@@ -40,3 +40,12 @@ async def server_version(engine: AsyncEngine) -> str:
         return f'SQLite {sqlite3.sqlite_version}'
     async with engine.connect() as conn:
         return f'PostgreSQL {await conn.scalar(text("SHOW server_version"))}'
+
+
+async def describe(url: str, where: str) -> str:
+    """The section title of a backend: its version and where its databases are."""
+    engine = create_async_engine(url)
+    try:
+        return f'=== {await server_version(engine)}, {where}'
+    finally:
+        await engine.dispose()

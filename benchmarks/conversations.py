@@ -63,14 +63,13 @@ import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
-from _bench_db import postgres_server, server_version
+from _bench_db import describe, postgres_server
 from _bench_util import load_average, machine, size_label
 from _conversations_door import CYCLE, TRIGGER, Contenders, contenders
 from _store_contenders import Databases, PostgresDatabases, SqliteFiles
 from _store_conversation import TAIL
 from _store_measuring import PEER_MISSING, print_target, round_robin
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 PEER_DIST = distribution(PEERS[AGENTS_SQLALCHEMY])
 BACKENDS = ('sqlite', 'postgresql')
@@ -161,14 +160,6 @@ async def run_backend(databases: Databases, title: str, sizes: list[int], repeat
         print(load_average(f'after {databases.title}'))
     finally:
         databases.close()
-
-
-async def describe(url: str, where: str) -> str:
-    engine = create_async_engine(url)
-    try:
-        return f'=== {await server_version(engine)}, {where}'
-    finally:
-        await engine.dispose()
 
 
 async def run(sizes: list[int], repeats: int, backends: Sequence[str]) -> None:

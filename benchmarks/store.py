@@ -120,7 +120,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from _bench_db import postgres_server, server_version
+from _bench_db import describe, postgres_server
 from _bench_util import load_average, machine, size_label
 from _store_append import append_benchmark, print_append
 from _store_branched import (
@@ -139,7 +139,6 @@ from _store_conversation import TAIL
 from _store_hot_path import HOT_ROUNDS, QUICK_HOT_ROUNDS, hot_path_benchmark, print_hot_path
 from _store_opening import opening_benchmark, print_opening
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 PEER_DIST = distribution(PEERS[AGENTS_SQLALCHEMY])
 
@@ -190,15 +189,6 @@ def print_header(plan: Plan) -> None:
     print(f'branched: {tree.branch_points} branch points, {size_label(tree.path)} path, ', end='')
     print(f'{size_label(tree.stored)} tree; parts {", ".join(map(str, plan.parts))}')
     print(load_average('at start'))
-
-
-async def describe(url: str, where: str) -> str:
-    """The section title of a backend: its version and where its databases are."""
-    engine = create_async_engine(url)
-    try:
-        return f'=== {await server_version(engine)}, {where}'
-    finally:
-        await engine.dispose()
 
 
 async def run_backend(databases: Databases, title: str, plan: Plan) -> None:
