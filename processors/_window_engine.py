@@ -16,20 +16,21 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pydantic_ai.messages import (
-    BaseToolCallPart,
     BaseToolReturnPart,
     CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     SystemPromptPart,
     UserPromptPart,
 )
 
 from ._text import render
-from .cut_points import CutIndex
+from .cut_points import CutIndex, ToolPairing
 from .specs import Size
 from .summary import find_summary, summary_request, summary_text
 from .tokens import TokenCounter, count_tokens
@@ -59,32 +60,29 @@ def leading_system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptP
 
 
 def head_boundary(messages: Sequence[ModelMessage], wanted: int) -> int:
-    """Where a head asked to end at `wanted` may end: no tool call id has parts on both sides of it.
+    """Where a head asked to end at `wanted` may end: no call is on one side of it and its answer on the other.
 
     It grows over a call whose answer comes later, up to that answer (a head may end before a response:
     the bridge or the tail's request follows it), and stops before a call still waiting for its answer,
-    which would otherwise arrive after the head and be cut away from it. Exact over the whole history.
+    which would otherwise arrive after the head and be cut away from it. Exact over the whole history, with
+    calls and answers paired by position (`ToolPairing`).
     """
-    spans: dict[str, list[int]] = {}
-    answered: set[str] = set()
+    pairing = ToolPairing()
+    pairs: list[tuple[int, int]] = []
     for index, message in enumerate(messages):
-        for part in message.parts:
-            tool_call_id = getattr(part, 'tool_call_id', None)
-            if isinstance(tool_call_id, str):
-                spans.setdefault(tool_call_id, [index, index])[1] = index
-                if not isinstance(part, BaseToolCallPart):
-                    answered.add(tool_call_id)
+        pairs += [(call, index) for _, call in pairing.add(index, message) if 0 <= call < index]
+    pairs.sort()
     end = wanted
-    for first, last in sorted(span for tool_call_id, span in spans.items() if tool_call_id in answered):
-        if first < end <= last:
-            end = last + 1
-    waiting = [first for tool_call_id, (first, _) in spans.items() if tool_call_id not in answered and first < end]
+    for call, answer in pairs:
+        if call < end <= answer:
+            end = answer + 1
+    waiting = [call for call in pairing.waiting.values() if call < end]
     if waiting:
         end = min(waiting)
-        crossing = [first for first, last in spans.values() if first < end <= last]
+        crossing = [call for call, answer in pairs if call < end <= answer]
         while crossing:
             end = min(crossing)
-            crossing = [first for first, last in spans.values() if first < end <= last]
+            crossing = [call for call, answer in pairs if call < end <= answer]
     return end
 
 
@@ -114,10 +112,8 @@ class Lineage:
     """How far the provider's reported input tokens exceeded our count: instructions, tool definitions, error."""
     sent: tuple[int, int] | None = None
     """The history length and window estimate when the last window went out, to anchor the next on."""
-    call_at: dict[str, int] = field(default_factory=dict[str, int])
-    """Where each tool call was made."""
-    late_answers: list[tuple[int, int]] = field(default_factory=list[tuple[int, int]])
-    """(index, call index or -1) of each answer not in the request right after its call: the only
+    late_answers: list[tuple[int, int, int]] = field(default_factory=list[tuple[int, int, int]])
+    """(index, part index, call index or -1) of each answer not in the request right after its call: the only
     answers a cut made earlier, while their call was still open, can have separated from it."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -141,26 +137,9 @@ class Lineage:
                 tokens = await count_tokens(counter, [message])
             self.cum_tokens.append(self.cum_tokens[-1] + tokens)
             self.messages.append(message)
-            self.cuts.append(message)
-            self._note_calls(message)
-
-    def _note_calls(self, message: ModelMessage) -> None:
-        index = len(self.messages) - 1
-        for part in message.parts:
-            tool_call_id = getattr(part, 'tool_call_id', None)
-            if not isinstance(tool_call_id, str):
-                continue
-            if isinstance(part, BaseToolCallPart):
-                self.call_at.setdefault(tool_call_id, index)
-            elif isinstance(message, ModelRequest):
-                call = self.call_at.get(tool_call_id, -1)
-                if call < index - 1:
-                    self.late_answers.append((index, call))
-
-    def _orphaned(self, tool_call_id: str, cut: int) -> bool:
-        """Whether the call `tool_call_id` answers is missing from the window whose tail starts at `cut`."""
-        call = self.call_at.get(tool_call_id, -1)
-        return call < 0 or self.head_end <= call < cut
+            answers = self.cuts.append(message)
+            if isinstance(message, ModelRequest):
+                self.late_answers += [(index, part, call) for part, call in answers if call < index - 1]
 
     def size(self, cut: int, bridge_tokens: int, has_bridge: bool) -> tuple[int, int]:
         """(messages, tokens) of the window whose tail starts at `cut`, the provider's overhead included."""
@@ -179,32 +158,38 @@ class Lineage:
 
     def window(self, cut: int, bridge: ModelRequest | None) -> list[ModelMessage]:
         tail = self.messages[cut:]
-        for index, call in self.late_answers[bisect_left(self.late_answers, (cut, -1)) :]:
+        lost: dict[int, set[int]] = {}
+        for index, part, call in self.late_answers[bisect_left(self.late_answers, (cut, -1, -1)) :]:
             if call < 0 or self.head_end <= call < cut:
-                tail[index - cut] = self._answers_as_text(tail[index - cut], cut)
+                lost.setdefault(index, set()).add(part)
+        for index, parts in lost.items():
+            tail[index - cut] = _answers_as_text(tail[index - cut], parts)
         head = self.messages[: self.head_end]
         return [*head, bridge, *tail] if bridge is not None else [*head, *tail]
-
-    def _answers_as_text(self, message: ModelMessage, cut: int) -> ModelMessage:
-        """`message` with each answer to a call the window lost (it was cut while still waiting for
-        its result) turned into text, so the model keeps the result without an orphaned return."""
-        assert isinstance(message, ModelRequest)
-        parts = [
-            UserPromptPart(
-                f'Result of the earlier {part.tool_name} call {part.tool_call_id} ({part.outcome}): '
-                f'{render(part.content)[0]}'
-            )
-            if isinstance(part, BaseToolReturnPart) and self._orphaned(part.tool_call_id, cut)
-            else part
-            for part in message.parts
-        ]
-        return replace(message, parts=parts)
 
     def fallback_bridge(self) -> tuple[ModelRequest | None, int]:
         """The bridge when a compaction makes no new summary: the one in place, or the system prompt."""
         if self.bridge is not None:
             return self.bridge, self.bridge_tokens
         return self.system_bridge, self.system_bridge_tokens
+
+
+def _answers_as_text(message: ModelMessage, lost: set[int]) -> ModelMessage:
+    """`message` with its answers at the part indices `lost` (to calls the window lost: cut while still waiting
+    for their result) turned into text, so the model keeps each result without an orphaned return."""
+    assert isinstance(message, ModelRequest)
+    parts = [
+        _answer_as_text(part) if index in lost and isinstance(part, BaseToolReturnPart | RetryPromptPart) else part
+        for index, part in enumerate(message.parts)
+    ]
+    return replace(message, parts=parts)
+
+
+def _answer_as_text(part: BaseToolReturnPart[Any] | RetryPromptPart) -> UserPromptPart:
+    outcome = part.outcome if isinstance(part, BaseToolReturnPart) else 'retried'
+    return UserPromptPart(
+        f'Result of the earlier {part.tool_name} call {part.tool_call_id} ({outcome}): {render(part.content)[0]}'
+    )
 
 
 @dataclass

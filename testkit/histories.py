@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 from pydantic_ai.messages import (
     BaseToolCallPart,
+    BaseToolReturnPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     SystemPromptPart,
     TextPart,
     ToolCallPart,
@@ -41,29 +43,67 @@ def tool_history(turns: int, calls: int = 3) -> list[ModelMessage]:
     return messages
 
 
-def _ids(messages: Sequence[ModelMessage]) -> tuple[set[str], set[str]]:
-    """The tool call ids that `messages` call, and those they answer (returns, retries)."""
-    calls: set[str] = set()
-    answers: set[str] = set()
-    for message in messages:
+def _is_answer(part: object) -> bool:
+    """Whether `part` answers a tool call: a return, a native tool's result, a legacy retry naming its tool."""
+    if isinstance(part, RetryPromptPart):
+        return part.tool_name is not None
+    return isinstance(part, BaseToolReturnPart)
+
+
+def _id_of(part: object) -> str:
+    return str(getattr(part, 'tool_call_id', ''))
+
+
+def _calls(message: ModelMessage, tool_call_id: str) -> bool:
+    return any(isinstance(part, BaseToolCallPart) and part.tool_call_id == tool_call_id for part in message.parts)
+
+
+def answered_calls(history: Sequence[ModelMessage]) -> dict[int, int]:
+    """For each answer part of `history` (by `id()`), the index of the message whose call it answers, or -1.
+
+    Written to be obviously right rather than fast, as the oracle the processors' pairing is checked against:
+    each answer scans back for the nearest message calling its id (its own response first, for a native
+    tool's result), as pydantic-ai pairs them; ids may repeat across responses.
+    """
+    answers: dict[int, int] = {}
+    for index, message in enumerate(history):
         for part in message.parts:
-            tool_call_id = getattr(part, 'tool_call_id', None)
-            if isinstance(tool_call_id, str):
-                (calls if isinstance(part, BaseToolCallPart) else answers).add(tool_call_id)
-    return calls, answers
+            if _is_answer(part):
+                tool_call_id = _id_of(part)
+                own = index if isinstance(message, ModelResponse) else index - 1
+                answers[id(part)] = next((i for i in range(own, -1, -1) if _calls(history[i], tool_call_id)), -1)
+    return answers
 
 
 def pair_violations(window: Sequence[ModelMessage], source: Sequence[ModelMessage]) -> list[str]:
-    """How `window` breaks pair safety relative to the `source` history it was made from.
+    """How `window` breaks pair safety relative to the `source` history it was made from, pairing by position.
 
-    A return whose call is in `source` must have that call in `window`; a call answered in `source`
-    must have its answer in `window`, unless it is in the window's final message (still pending).
+    Window messages are traced to source messages by their parts (a processor copies a message to add its
+    summary to it or to turn a lost answer into text, but keeps the other parts). An answer in the window needs
+    the message holding its call; a call answered in `source` needs its answer in the window, unless it is in
+    the window's final message (still pending).
     """
-    source_calls, source_answers = _ids(source)
-    window_calls, window_answers = _ids(window)
-    final_calls, _ = _ids(window[-1:])
-    problems = [f'return {i} without its call' for i in window_answers & source_calls - window_calls]
-    problems += [f'call {i} without its return' for i in (window_calls & source_answers) - window_answers - final_calls]
+    owner = {id(part): index for index, message in enumerate(source) for part in message.parts}
+    calls_of = answered_calls(source)
+    present = {
+        owner[id(part)]
+        for message in window
+        for part in message.parts
+        if id(part) in owner and not isinstance(part, SystemPromptPart)
+    }
+    last = {owner[id(part)] for part in window[-1].parts if id(part) in owner} if window else set()
+    shown = {id(part) for message in window for part in message.parts}
+    problems = []
+    for message in window:
+        for part in message.parts:
+            call = calls_of.get(id(part), -1)
+            if call >= 0 and call not in present:
+                problems.append(f'return {_id_of(part)} at {owner[id(part)]} without its call at {call}')
+    for index, message in enumerate(source):
+        for part in message.parts:
+            call = calls_of.get(id(part), -1)
+            if call in present and call not in last and id(part) not in shown:
+                problems.append(f'call {_id_of(part)} at {call} without its return at {index}')
     if window and isinstance(window[0], ModelResponse):
         problems.append('the window opens with a model response')
     return problems
