@@ -14,7 +14,7 @@ from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from processors import tool_call_ids
+from processors.cut_points import ToolPairing
 
 from .._codec import load_usage, now, utc
 from .._db.database import Database, active_segment, find_session
@@ -255,19 +255,19 @@ def _segment_key(tip: str) -> int:
 async def _check_pair_safe(
     db: AsyncSession, vault: Vault, spans: list[Span], position: int, *, doing: str = 'Rewinding to'
 ) -> None:
-    """Refuse a cut at `position` that would leave a tool call on one side and its return on the other; the error
-    says what was asked (`doing`: 'Rewinding to', 'Forking at')."""
+    """Refuse a cut at `position` that would leave a tool call on one side and its answer on the other (paired by
+    position: ids repeat across responses); the error says what was asked (`doing`: 'Rewinding to', 'Forking at')."""
     query = on_path(select(MessageRow.position, MessageRow.payload), spans, (0, spans[-1].end))
-    before: set[str] = set()
-    after: set[str] = set()
+    pairing = ToolPairing()
     for at, payload in (await db.execute(query)).all():
-        (before if at < position else after).update(tool_call_ids(vault.message(at, payload)))
-    split = sorted(before & after)
-    if split:
-        raise ValueError(
-            f'{doing} position {position} would separate tool call {split[0]!r} from its return; choose a '
-            'position between turns, or just before an answer.'
-        )
+        message = vault.message(at, payload)
+        for part, call in pairing.add(at, message):
+            if 0 <= call < position <= at:
+                tool_call_id = getattr(message.parts[part], 'tool_call_id', None)
+                raise ValueError(
+                    f'{doing} position {position} would separate tool call {tool_call_id!r} from its return; '
+                    'choose a position between turns, or just before an answer.'
+                )
 
 
 async def _leave_path(db: AsyncSession, row: SessionRow) -> None:
