@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextvars import ContextVar
+from copy import copy
 from itertools import pairwise
 from typing import Any
 
@@ -356,7 +357,10 @@ class SQLConversationStore(ConversationStore):
         if expected_revision is not None and new_entries:
             # Most saves append a run after the stored head: the run cycle's own write, as a Session's run.
             appended = RunRecord(
-                messages=[e.message for e in new_entries],
+                # Copies, for the window kept in memory that the next load hands out and marks kept (the mark is
+                # on the objects): the caller's own may sit in other histories too (a few-shot example, a canned
+                # reply), whose runs no store feeds. A shallow copy, once per message saved, decodes nothing.
+                messages=[copy(e.message) for e in new_entries],
                 tokens=tokens,
                 head_end=0,
                 window_start=0,

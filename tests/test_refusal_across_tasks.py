@@ -258,6 +258,31 @@ async def test_an_agents_own_summarizer_summarizes_a_conversation_from_pydantic_
     assert isinstance(stored.messages[-1], ModelResponse) and stored.messages[-1].text == 'answer to T1'
 
 
+async def test_a_message_the_caller_saved_stays_unmarked_by_later_loads(store_factory: StoreFactory) -> None:
+    """The window the store keeps in memory after a save, which the next load hands out and marks, holds copies of
+    the saved messages, never the caller's objects: another history holding the same object (a canned reply an
+    app reuses) is not refused."""
+    store = store_factory(processor=summarizing(RecordingSummarizer()))
+    await seed(store)
+    conversation = await store.conversations.load('c')
+    assert conversation is not None
+    canned = ModelResponse(parts=[TextPart('We open at nine.')])
+    conversation.messages += [ModelRequest(parts=[UserPromptPart('T7 when do you open?')]), canned]
+    await store.conversations.save(conversation)
+    reloaded = await asyncio.create_task(store.conversations.load('c'))
+    assert reloaded is not None and reloaded.messages[-1] == canned
+
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('T1 when do you open?')]), canned]
+    assistant, recorder = Assistant(lookups=1), RecordingSummarizer()
+    result = await make_agent(assistant, own_summarizer('Summarization', recorder)).run(
+        'T2 look it up', message_history=history
+    )
+
+    assert result.output == 'answer to T2'
+    assert recorder.inputs and 'We open at nine.' in recorder.inputs[0]
+    assert 'SUMMARY-1 of the conversation so far' in sent_summaries(assistant.requests)
+
+
 async def test_a_mark_is_on_that_object_only_and_holds_it_no_longer_than_its_users_do() -> None:
     message = ModelRequest(parts=[UserPromptPart('T0 hello')])
     keep_conversation('kept', [message])
