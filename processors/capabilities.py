@@ -38,7 +38,7 @@ class _WindowsRequests(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         assert isinstance(self, WindowedProcessor)
         if isinstance(self, SummarizationProcessor):
-            check_not_kept(ctx.conversation_id, type(self).__name__)
+            check_not_kept(ctx.conversation_id, ctx.messages, type(self).__name__)
         request_context.messages = await self.window(
             request_context.messages, context_window=request_context.model.context_window
         )

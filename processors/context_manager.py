@@ -226,7 +226,7 @@ class ContextManagerCapability(AbstractCapability[Any]):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        check_not_kept(ctx.conversation_id, type(self).__name__)
+        check_not_kept(ctx.conversation_id, ctx.messages, type(self).__name__)
         budget = self._budget(request_context.model)
         # Asked for by this run's compact_conversation call, or by request_compact() for whichever run is next.
         requested = self._shared.requested

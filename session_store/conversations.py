@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextvars import ContextVar
+from copy import copy
 from itertools import pairwise
 from typing import Any
 
@@ -137,8 +138,10 @@ class SQLConversationStore(ConversationStore):
         the latest summary on the active path as a `CompactionPart`, and the kept tail. When the stored window
         has passed the processor's trigger, it is compacted first: the next summary of the chain, made from
         the last one and only the messages it newly evicts, is stored in its own transaction. The conversation
-        is marked stored, so saving a run on it appends the run's messages after the stored ones. `limit`
-        keeps pydantic-ai's meaning: at most the last `limit` messages (of the window, with a processor).
+        is marked stored, so saving a run on it appends the run's messages after the stored ones, and kept
+        (`keep_conversation`, its messages with it), so an agent carrying its own summarizer is refused a run on
+        it, wherever this load ran. `limit` keeps pydantic-ai's meaning: at most the last `limit` messages (of
+        the window, with a processor).
         """
         check_id(conversation_id)
         with span('load_conversation', self._database.backend, conversation_id) as current:
@@ -161,7 +164,7 @@ class SQLConversationStore(ConversationStore):
             )
             # A window kept in memory at the record's revision is read without a `load_window` span of its own.
             current.set_attribute('session_store.window.messages', 0 if loaded is None else len(loaded.messages))
-        keep_conversation(conversation_id)
+        keep_conversation(conversation_id, () if loaded is None else loaded.messages)
         return loaded
 
     async def save(
@@ -354,7 +357,10 @@ class SQLConversationStore(ConversationStore):
         if expected_revision is not None and new_entries:
             # Most saves append a run after the stored head: the run cycle's own write, as a Session's run.
             appended = RunRecord(
-                messages=[e.message for e in new_entries],
+                # Copies, for the window kept in memory that the next load hands out and marks kept (the mark is
+                # on the objects): the caller's own may sit in other histories too (a few-shot example, a canned
+                # reply), whose runs no store feeds. A shallow copy, once per message saved, decodes nothing.
+                messages=[copy(e.message) for e in new_entries],
                 tokens=tokens,
                 head_end=0,
                 window_start=0,

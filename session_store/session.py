@@ -192,7 +192,9 @@ class Session:
                     f'Session {self.session_id!r} ends with a request still to be answered (a rewind to just before '
                     'an answer): run it with no prompt to answer it, or rewind to a turn boundary to send a new one.'
                 )
-            with unkept(kwargs.get('conversation_id') or self.session_id):
+            # Exempt by the session's id, which a load marks the messages it hands out with (the window kept in
+            # memory hands this run the same objects), and by the id the run goes under, which the check reads.
+            with unkept(self.session_id, kwargs.get('conversation_id') or self.session_id):
                 yield run
 
     @asynccontextmanager
