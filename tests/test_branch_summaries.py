@@ -4,8 +4,9 @@ In the stock branch flows a window read that took any summary of the session wou
 branch's own newest summary wins there anyway, as the widest and the latest. These flows are where it wouldn't:
 
 - **A tie, switched back to.** Two branches that part before their first summary, their turns alike, make it over
-  the same positions; switching back to the older one resumes its saved window, which starts where both end. The
-  newer summary, the sibling's, would win the tie.
+  the same positions; switching back to the one that made it first resumes its saved window, which starts where
+  both end. The other's summary, the newer, would win the tie: the fork's, or the trunk's, which lies on a segment
+  of the fork's path but covers positions past the fork.
 - **A provider's compaction.** A `CompactionPart` in a response moves the window's start past a summary that
   another branch made, the window having none of its own: none may ride in it.
 - **An edit where a summary ends.** Editing the turn a summary ends at resumes the window from the summary before
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry
@@ -106,91 +108,117 @@ def messages_of(entries: Sequence[ConversationEntry]) -> list[ModelMessage]:
 # A tie, switched back to.
 
 
-async def test_a_branch_switched_back_to_resumes_its_own_summary_not_a_siblings_newer_one_ending_there(
-    store_factory: StoreFactory,
+class Numbered:
+    """Prompts for each branch's next turns, numbered apart: the trunk's from 0, the fork's from 100."""
+
+    def __init__(self) -> None:
+        self.next = {'trunk': 0, 'fork': 100}
+
+    def __call__(self, branch: str, count: int) -> list[str]:
+        start = self.next[branch]
+        self.next[branch] += count
+        return prompts(range(start, start + count))
+
+
+@pytest.mark.parametrize('first', ['trunk', 'fork'])
+async def test_a_branch_switched_back_to_resumes_its_own_summary_not_a_newer_one_ending_there(
+    store_factory: StoreFactory, first: str
 ) -> None:
+    """`first` makes its first summary, then the other branch its own over the same positions; switched back to,
+    `first` resumes its saved window, which starts where both end. When the newer summary is the trunk's, it lies on
+    a segment of the fork's path, but covers positions past the fork."""
     summarizer = RecordingSummarizer()
     store = store_factory(processor=summarizing(summarizer))
     session = await store.session('c')
     assistant = ParallelToolAssistant()
     agent = scripted_agent(assistant)
-    path_a = await converse(session, agent, prompts(range(6)))
-    [a1] = await store.summaries('c')
-    assert (a1.covers_from, a1.covers_to) == (0, FIRST_END)
-    tip_a = await active_tip(session)
-
+    turns = Numbered()
+    paths = {'trunk': await converse(session, agent, turns('trunk', 4))}
+    tips = {'trunk': await active_tip(session)}
     await session.rewind(FORK)
-    path_b = path_a[:FORK] + await converse(session, agent, prompts(range(100, 103)))
-    # The new branch's first summary covers what the first branch's did, made later: it extends nothing.
-    [b1] = await store.summaries('c')
-    assert (b1.covers_from, b1.covers_to) == (0, FIRST_END) and b1.text != a1.text
-    assert PREVIOUS.findall(summarizer.inputs[-1]) == []
-    tip_b = await active_tip(session)
+    paths['fork'] = paths['trunk'][:FORK] + await converse(session, agent, turns('fork', 1))
+    tips['fork'] = await active_tip(session)
+    other = 'fork' if first == 'trunk' else 'trunk'
+    made = {}
+    for name in (first, other):
+        await session.switch(tips[name])
+        paths[name] += await converse(session, agent, turns(name, 2))
+        [made[name]] = await store.summaries('c')
+        # Each branch's first summary extends nothing, and covers the same positions as the other's.
+        assert (made[name].covers_from, made[name].covers_to) == (0, FIRST_END)
+        assert PREVIOUS.findall(summarizer.inputs[-1]) == []
+    own, newer = made[first], made[other]
+    assert own.text != newer.text
 
-    # The first branch's saved window starts where both summaries end; only its own is wholly on its path.
-    await session.switch(tip_a)
-    assert carried(await session.context()) == [a1.text]
+    # `first`'s saved window starts where both summaries end: only its own is wholly on its path.
+    await session.switch(tips[first])
+    assert carried(await session.context()) == [own.text]
     # A store with nothing in memory reads the same window.
-    assert carried((await store_factory(processor=store.processor).window('c')).messages) == [a1.text]
+    assert carried((await store_factory(processor=store.processor).window('c')).messages) == [own.text]
     assistant.requests.clear()
-    path_a += await converse(session, agent, prompts(range(6, 7)))
-    assert [carried(request) for request in assistant.requests] == [[a1.text], [a1.text]]
+    paths[first] += await converse(session, agent, turns(first, 1))
+    assert [carried(request) for request in assistant.requests] == [[own.text], [own.text]]
 
     # Its next summary extends its own: the summarizer is given that one's text, and the chain links to it.
-    a2 = await session.compact()
-    assert a2 is not None and a2.covers_from == FIRST_END
-    assert PREVIOUS.findall(summarizer.inputs[-1]) == [a1.text]
+    extended = await session.compact()
+    assert extended is not None and extended.covers_from == FIRST_END
+    assert PREVIOUS.findall(summarizer.inputs[-1]) == [own.text]
     chain = await store.summaries('c')
-    assert [(s.covers_from, s.text) for s in chain] == [(0, a1.text), (FIRST_END, a2.text)]
+    assert [(s.covers_from, s.text) for s in chain] == [(0, own.text), (FIRST_END, extended.text)]
     assert chain.elsewhere == 1
 
-    # Nothing was lost, and the sibling still has its own.
-    assert await session.history() == path_a
-    assert await session.history(branch=tip_b) == path_b
-    await session.switch(tip_b)
-    assert carried(await session.context()) == [b1.text]
-    assert [s.text for s in await store.summaries('c')] == [b1.text]
+    # Nothing was lost, and the other branch still resumes its own.
+    assert await session.history() == paths[first]
+    assert await session.history(branch=tips[other]) == paths[other]
+    await session.switch(tips[other])
+    assert carried(await session.context()) == [newer.text]
+    assert [s.text for s in await store.summaries('c')] == [newer.text]
 
 
-async def test_pydantic_ais_door_switched_back_resumes_its_own_summary_not_a_siblings_newer_one_ending_there(
-    store_factory: StoreFactory,
+@pytest.mark.parametrize('first', ['trunk', 'fork'])
+async def test_pydantic_ais_door_switched_back_resumes_its_own_summary_not_a_newer_one_ending_there(
+    store_factory: StoreFactory, first: str
 ) -> None:
-    """The same tree through `store.conversations`. Its `branch` can't reach a position before the window, so the
-    branches part before either is summarized, and each then makes its first summary in turn."""
+    """The same tree through `store.conversations`, whose `branch` can't reach a position before the window: the
+    fork leaves the trunk before either is summarized, as in the `Session` test."""
     summarizer = RecordingSummarizer()
     store = store_factory(processor=summarizing(summarizer))
     conversations = store.conversations
     assistant = ParallelToolAssistant()
     agent = scripted_agent(assistant)
-    trunk = await door_turns(conversations, agent, prompts(range(4)))
-    await branch_to(conversations, trunk[FORK - 1])
-    b = trunk[:FORK] + await door_turns(conversations, agent, prompts(range(100, 101)))
-    await branch_to(conversations, trunk[-1])
-    a = trunk + await door_turns(conversations, agent, prompts(range(4, 6)))
-    [a1] = await store.summaries('c')
-    assert (a1.covers_from, a1.covers_to) == (0, FIRST_END)
-    await branch_to(conversations, b[-1])
-    b += await door_turns(conversations, agent, prompts(range(101, 103)))
-    [b1] = await store.summaries('c')
-    assert (b1.covers_from, b1.covers_to) == (0, FIRST_END) and b1.text != a1.text
+    turns = Numbered()
+    paths = {'trunk': await door_turns(conversations, agent, turns('trunk', 4))}
+    await branch_to(conversations, paths['trunk'][FORK - 1])
+    paths['fork'] = paths['trunk'][:FORK] + await door_turns(conversations, agent, turns('fork', 1))
+    other = 'fork' if first == 'trunk' else 'trunk'
+    made = {}
+    for name in (first, other):
+        await branch_to(conversations, paths[name][-1])
+        paths[name] += await door_turns(conversations, agent, turns(name, 2))
+        [made[name]] = await store.summaries('c')
+        assert (made[name].covers_from, made[name].covers_to) == (0, FIRST_END)
+        assert PREVIOUS.findall(summarizer.inputs[-1]) == []
+    own, newer = made[first], made[other]
 
-    await branch_to(conversations, a[-1])
-    assert carried(await door_window(conversations)) == [a1.text]
-    assert carried(await door_window(store_factory(processor=store.processor).conversations)) == [a1.text]
+    await branch_to(conversations, paths[first][-1])
+    assert carried(await door_window(conversations)) == [own.text]
+    assert carried(await door_window(store_factory(processor=store.processor).conversations)) == [own.text]
     assistant.requests.clear()
-    a += await door_turns(conversations, agent, prompts(range(6, 9)))
-    assert [carried(request) for request in assistant.requests] == [[a1.text]] * 6
+    paths[first] += await door_turns(conversations, agent, turns(first, 3))
+    assert [carried(request) for request in assistant.requests] == [[own.text]] * 6
 
     # The load before the next turn passes the trigger: the summary it makes extends the branch's own.
     window = await door_window(conversations)
-    assert PREVIOUS.findall(summarizer.inputs[-1]) == [a1.text]
+    assert PREVIOUS.findall(summarizer.inputs[-1]) == [own.text]
     chain = await store.summaries('c')
-    assert [(s.covers_from, s.text) for s in chain[:1]] == [(0, a1.text)]
+    assert [(s.covers_from, s.text) for s in chain[:1]] == [(0, own.text)]
     assert [s.covers_from for s in chain[1:]] == [FIRST_END] and chain.elsewhere == 1
     assert carried(window) == [chain[1].text]
 
-    assert await store.history('c', limit=None) == messages_of(a)
-    assert messages_of(await conversations.read_history(b[-1].id)) == messages_of(b)
+    assert await store.history('c', limit=None) == messages_of(paths[first])
+    assert messages_of(await conversations.read_history(paths[other][-1].id)) == messages_of(paths[other])
+    await branch_to(conversations, paths[other][-1])
+    assert carried(await door_window(conversations)) == [newer.text]
 
 
 # A provider's compaction.
