@@ -44,13 +44,12 @@ from testkit.scripted import PREVIOUS, ParallelToolAssistant, RecordingSummarize
 
 StoreFactory = Callable[..., SessionStore]
 
-FIRST_END = 16
-"""Where a path's first summary ends. The scripted turns are four messages each, the trigger 20 messages, and six
-are kept at most: the summary made at the sixth turn's first request (at its load, on pydantic-ai's door) covers
-the first four turns, whichever turns a path holds."""
 FORK = 12
-"""Where the branches part: a turn boundary before the first summary's end, so neither branch's is on the other's
-path."""
+"""Where the branches part: a turn boundary before a path's first summary ends, so neither branch's first summary
+is on the other's path. (The scripted turns are four messages each, the trigger 20 messages, and six are kept at
+most: the summary made at the sixth turn's first request, or at its load on pydantic-ai's door, covers the first
+four turns, positions 0 to 15, whichever turns a path holds. The tests check the relations they need, not these
+numbers, and say so when the processor's cuts no longer give them.)"""
 
 
 def summarizing(summarizer: RecordingSummarizer) -> SummarizationProcessor:
@@ -145,10 +144,10 @@ async def test_a_branch_switched_back_to_resumes_its_own_summary_not_a_newer_one
         paths[name] += await converse(session, agent, turns(name, 2))
         [made[name]] = await store.summaries('c')
         # Each branch's first summary extends nothing, and covers the same positions as the other's.
-        assert (made[name].covers_from, made[name].covers_to) == (0, FIRST_END)
+        assert made[name].covers_from == 0 and made[name].covers_to > FORK
         assert PREVIOUS.findall(summarizer.inputs[-1]) == []
     own, newer = made[first], made[other]
-    assert own.text != newer.text
+    assert own.covers_to == newer.covers_to and own.text != newer.text, 'the two summaries tie'
 
     # `first`'s saved window starts where both summaries end: only its own is wholly on its path.
     await session.switch(tips[first])
@@ -161,10 +160,10 @@ async def test_a_branch_switched_back_to_resumes_its_own_summary_not_a_newer_one
 
     # Its next summary extends its own: the summarizer is given that one's text, and the chain links to it.
     extended = await session.compact()
-    assert extended is not None and extended.covers_from == FIRST_END
+    assert extended is not None and extended.covers_from == own.covers_to
     assert PREVIOUS.findall(summarizer.inputs[-1]) == [own.text]
     chain = await store.summaries('c')
-    assert [(s.covers_from, s.text) for s in chain] == [(0, own.text), (FIRST_END, extended.text)]
+    assert [(s.covers_from, s.text) for s in chain] == [(0, own.text), (own.covers_to, extended.text)]
     assert chain.elsewhere == 1
 
     # Nothing was lost, and the other branch still resumes its own.
@@ -196,9 +195,10 @@ async def test_pydantic_ais_door_switched_back_resumes_its_own_summary_not_a_new
         await branch_to(conversations, paths[name][-1])
         paths[name] += await door_turns(conversations, agent, turns(name, 2))
         [made[name]] = await store.summaries('c')
-        assert (made[name].covers_from, made[name].covers_to) == (0, FIRST_END)
+        assert made[name].covers_from == 0 and made[name].covers_to > FORK
         assert PREVIOUS.findall(summarizer.inputs[-1]) == []
     own, newer = made[first], made[other]
+    assert own.covers_to == newer.covers_to and own.text != newer.text, 'the two summaries tie'
 
     await branch_to(conversations, paths[first][-1])
     assert carried(await door_window(conversations)) == [own.text]
@@ -212,7 +212,7 @@ async def test_pydantic_ais_door_switched_back_resumes_its_own_summary_not_a_new
     assert PREVIOUS.findall(summarizer.inputs[-1]) == [own.text]
     chain = await store.summaries('c')
     assert [(s.covers_from, s.text) for s in chain[:1]] == [(0, own.text)]
-    assert [s.covers_from for s in chain[1:]] == [FIRST_END] and chain.elsewhere == 1
+    assert [s.covers_from for s in chain[1:]] == [own.covers_to] and chain.elsewhere == 1
     assert carried(window) == [chain[1].text]
 
     assert await store.history('c', limit=None) == messages_of(paths[first])
@@ -245,7 +245,7 @@ class CompactingProvider:
 
 OPENED = FORK + 5
 """Where the compacting answer lands: after the fork's two prompts and answers and the compacting prompt. Past
-`FIRST_END`, so the other branch's summary ends inside what the compaction replaced."""
+the trunk's first summary's end, so that summary ends inside what the compaction replaced."""
 
 
 def opened_at_compaction(window: list[ModelMessage], path: list[ModelMessage]) -> None:
@@ -267,7 +267,7 @@ async def test_a_provider_compaction_past_another_branchs_summary_opens_a_window
     session = await store.session('c')
     path_x = await converse(session, scripted_agent(ParallelToolAssistant()), prompts(range(6)))
     [x1] = await store.summaries('c')
-    assert (x1.covers_from, x1.covers_to) == (0, FIRST_END)
+    assert x1.covers_from == 0 and FORK < x1.covers_to <= OPENED
     tip_x = await active_tip(session)
 
     await session.rewind(FORK)
@@ -315,7 +315,7 @@ async def test_a_provider_compaction_through_pydantic_ais_door_opens_a_window_wi
     await branch_to(conversations, trunk[-1])
     trunk += await door_turns(conversations, scripted, prompts(range(4, 6)))
     [x1] = await store.summaries('c')
-    assert (x1.covers_from, x1.covers_to) == (0, FIRST_END)
+    assert x1.covers_from == 0 and FORK < x1.covers_to <= OPENED
 
     await branch_to(conversations, branch[-1])
     branch += await door_turns(conversations, agent, ['P1 question', COMPACTING])
@@ -334,10 +334,6 @@ async def test_a_provider_compaction_through_pydantic_ais_door_opens_a_window_wi
 
 # An edit where a summary ends.
 
-EDITED = 20
-"""The turn the edit replaces: where the branch's second summary, made by `compact` after six turns, ends (it
-keeps the last turn whole)."""
-
 
 async def test_an_edit_where_a_summary_ends_resumes_the_one_before_not_a_siblings_newer_one_ending_there(
     store_factory: StoreFactory,
@@ -352,19 +348,21 @@ async def test_an_edit_where_a_summary_ends_resumes_the_one_before_not_a_sibling
     path_a = await converse(session, agent, prompts(range(6)))
     a2 = await session.compact()
     a1 = (await store.summaries('c'))[0]
-    assert a2 is not None and (a1.covers_to, a2.covers_to) == (FIRST_END, EDITED)
+    # The edit replaces the turn where the second summary ends (position 20: `compact` keeps the last turn whole).
+    assert a2 is not None and FORK < a1.covers_to < a2.covers_to
+    edited_at = a2.covers_to
     tip_a = await active_tip(session)
     await session.rewind(FORK)
     await converse(session, agent, prompts(range(100, 103)))
     [b1] = await store.summaries('c')
-    assert b1.covers_to == FIRST_END
+    assert b1.covers_to == a1.covers_to, 'the sibling ties the first summary'
     # The switch alone shows nothing amiss: the branch's newest summary is the widest that fits its window.
     await session.switch(tip_a)
     assert carried(await session.context()) == [a2.text]
 
     # The edited turn starts where the branch's newest summary ends: that one would leave the window no tail.
     assistant.requests.clear()
-    edited = await session.edit(agent, EDITED, 'Turn M300')
+    edited = await session.edit(agent, edited_at, 'Turn M300')
     assert [carried(request) for request in assistant.requests] == [[a1.text], [a1.text]]
     assert carried(await session.context()) == [a1.text]
     assert carried((await store_factory(processor=store.processor).window('c')).messages) == [a1.text]
@@ -372,5 +370,5 @@ async def test_an_edit_where_a_summary_ends_resumes_the_one_before_not_a_sibling
     assert a3 is not None and PREVIOUS.findall(summarizer.inputs[-1]) == [a1.text]
     chain = await store.summaries('c')
     assert [s.text for s in chain] == [a1.text, a3.text] and chain.elsewhere == 2
-    assert await session.history() == path_a[:EDITED] + edited.new_messages()
+    assert await session.history() == path_a[:edited_at] + edited.new_messages()
     assert len(await session.branches()) == 3
