@@ -20,6 +20,7 @@ Each turn runs under a wall-clock guard, so a door that spins fails instead of h
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -281,7 +282,13 @@ def _settings(processor: SummarizationProcessor) -> dict[str, Any]:
 
 
 async def _guarded(run: Any) -> Any:
-    return await asyncio.wait_for(run, TURN_TIMEOUT)
+    """`run`, failed if it takes over `TURN_TIMEOUT`; one spinning without awaiting (a loop in a processor) can't
+    be cancelled, so a watchdog thread dumps every stack and ends the process then, failing the test."""
+    faulthandler.dump_traceback_later(2 * TURN_TIMEOUT, exit=True)
+    try:
+        return await asyncio.wait_for(run, TURN_TIMEOUT)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def same_messages(a: Sequence[ModelMessage], b: Sequence[ModelMessage]) -> bool:

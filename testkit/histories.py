@@ -22,8 +22,8 @@ SYSTEM = 'You are a careful support agent.'
 
 
 def tool_turn(turn: int, calls: int = 3) -> list[ModelMessage]:
-    """One user turn: a prompt, parallel tool calls, their returns, and an answer."""
-    ids = [f'call-{turn}-{i}' for i in range(calls)]
+    """One user turn: a prompt, parallel tool calls (`call_0`, `call_1`, ...), their returns, and an answer."""
+    ids = [f'call_{i}' for i in range(calls)]  # numbered afresh every response, as many servers do
     return [
         ModelRequest(parts=[UserPromptPart(f'question {turn}')]),
         ModelResponse(parts=[ToolCallPart('lookup', {'q': f'q{turn}-{i}'}, tool_call_id=ids[i]) for i in range(calls)]),

@@ -41,7 +41,9 @@ class ParallelToolAssistant:
         prompt = next((p.content for p in last.parts if isinstance(p, UserPromptPart)), None)
         if isinstance(prompt, str):
             turn = prompt.split()[1]
-            return ModelResponse(parts=[ToolCallPart('lookup', {'q': f'{turn}-c{i}'}) for i in range(3)])
+            # Numbered call_0, call_1, call_2 in every response, as many OpenAI-compatible servers number them.
+            calls = [ToolCallPart('lookup', {'q': f'{turn}-c{i}'}, tool_call_id=f'call_{i}') for i in range(3)]
+            return ModelResponse(parts=calls)
         answer = next(p.content for p in last.parts if isinstance(p, ToolReturnPart))
         assert isinstance(answer, str), answer
         turn = answer.split('-')[0]

@@ -1,4 +1,3 @@
-
 import pytest
 
 # testkit's checks (the door reports, the pair-safety oracle) assert with pytest's explanations, as tests do: this
