@@ -42,6 +42,11 @@ from session_store import Session, SessionStore, SQLConversationStore
 from testkit.histories import SYSTEM
 from testkit.scripted import PREVIOUS, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
+# The PostgreSQL variants run in the slow tier: the window read is one statement on both backends, and the
+# SQLite variants run in the quick one.
+pytestmark = pytest.mark.slow_on_postgresql
+
+
 StoreFactory = Callable[..., SessionStore]
 
 FORK = 12

@@ -74,18 +74,17 @@ def test_every_window_is_pair_safe_and_keeps_the_system_prompt(
     check_every_window(history, processor, incremental)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), processor=processors(), incremental=st.booleans())
 def test_every_window_is_pair_safe_and_keeps_the_system_prompt_quick(
     history: list[ModelMessage], processor: SlidingWindowProcessor | SummarizationProcessor, incremental: bool
 ) -> None:
-    # The same property over fewer histories, for the quick tier; the run above covers 2,000.
+    # The same property over fewer histories, for the quick tier; the slow one covers 2,000.
     check_every_window(history, processor, incremental)
 
 
-@given(history=histories())
-@settings(max_examples=120, deadline=None)
-def test_safe_cut_points_match_a_brute_force_check(history: list[ModelMessage]) -> None:
+def check_cut_points(history: list[ModelMessage]) -> None:
+    """`safe_cut_points` against a brute-force check of every index."""
     # Safe: the window opens with a request, no answer is on the other side of the cut from its call (the call
     # with its id in the nearest preceding response: ids repeat across responses), and the message before it
     # leaves no call waiting (a native tool's result may still come in the next response).
@@ -99,6 +98,20 @@ def test_safe_cut_points_match_a_brute_force_check(history: list[ModelMessage]) 
         and not _leaves_a_call_waiting(history[i - 1], history[i])
     ]
     assert safe_cut_points(history) == brute
+
+
+@pytest.mark.slow
+@given(history=histories())
+@settings(max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_safe_cut_points_match_a_brute_force_check(history: list[ModelMessage]) -> None:
+    check_cut_points(history)
+
+
+@given(history=histories())
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_safe_cut_points_match_a_brute_force_check_quick(history: list[ModelMessage]) -> None:
+    # The same property over fewer histories, for the quick tier.
+    check_cut_points(history)
 
 
 def _leaves_a_call_waiting(message: ModelMessage, after: ModelMessage) -> bool:

@@ -24,7 +24,12 @@ async def test_a_capability_on_a_plain_agent(door: Door, numbering: Numbering) -
     check_report(report, script, door)
 
 
-@pytest.mark.parametrize('numbering', NUMBERINGS)
+@pytest.mark.slow_on_postgresql  # the SQLite variants, in the quick tier, run the same window code
+@pytest.mark.parametrize(
+    'numbering',
+    # Unique ids, which the store suites also script, join the slow tier; repeated ids stay in the quick one.
+    [pytest.param('unique', marks=pytest.mark.slow), 'call_0', 'call_0_call_1'],
+)
 @pytest.mark.parametrize('door', [door for door in DOORS if door in ('session', 'conversations')])
 async def test_a_store_door(door: Door, numbering: Numbering, db_url: str) -> None:
     script = TurnScript(numbering)

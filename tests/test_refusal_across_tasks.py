@@ -37,6 +37,10 @@ from processors.stored_conversations import check_not_kept, keep_conversation, u
 from session_store import SessionStore
 from testkit.scripted import RecordingSummarizer
 
+# The PostgreSQL variants run in the slow tier: the refusal is no database code, and SQLite's run in the quick one.
+pytestmark = pytest.mark.slow_on_postgresql
+
+
 StoreFactory = Callable[..., SessionStore]
 KINDS = ('Summarization', 'ContextManagerCapability')
 
