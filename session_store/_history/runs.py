@@ -26,7 +26,6 @@ from sqlalchemy import (
     insert,
     literal_column,
     null,
-    or_,
     select,
     true,
     union_all,
@@ -43,7 +42,7 @@ from ..errors import SessionConflict, SessionNotFound, StoreUnavailable
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 from .archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
 from .records import Entry, LoadedWindow, RunRecord
-from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id
+from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id, wholly_on
 from .window_cache import WindowCache
 from .windows import StoredRun, StoredWindow, WindowProcessor, head_read
 
@@ -346,12 +345,7 @@ def _window_read(spans: int) -> CompoundSelect[Any]:
         for i in range(spans)
         for scan in ('h', 't')
     ]
-    on_path = or_(
-        *(
-            and_(_summaries.c.segment_pk == bindparam(f's{i}'), _summaries.c.covers_to <= bindparam(f'e{i}'))
-            for i in range(spans)
-        )
-    )
+    on_path = wholly_on((bindparam(f's{i}'), bindparam(f'e{i}')) for i in range(spans))
     mine = and_(_summaries.c.session_pk == bindparam('session_pk'), on_path)
     widest = select(func.max(_summaries.c.covers_to)).where(mine, _summaries.c.covers_to <= bindparam('window_start'))
     summaries = select(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVarTuple
+from typing import Any, TypeVarTuple
 
 from sqlalchemy import (
     CTE,
@@ -52,6 +52,7 @@ __all__ = (
     'tip_entry_id',
     'truncated',
     'usable_summaries',
+    'wholly_on',
 )
 
 
@@ -184,9 +185,14 @@ def on_path(query: Select[*Ts], spans: Sequence[Span], *ranges: tuple[int, int])
 
 def usable_summaries(spans: Sequence[Span]) -> ColumnElement[bool]:
     """Summaries whose covered messages all lie on the path: made on one of its segments, ending before it leaves."""
-    return or_(
-        false(), *(and_(_summaries.segment_pk == span.segment_pk, _summaries.covers_to <= span.end) for span in spans)
-    )
+    return wholly_on((span.segment_pk, span.end) for span in spans)
+
+
+def wholly_on(segments: Iterable[tuple[Any, Any]]) -> ColumnElement[bool]:
+    """Summaries whose covered messages all lie on a path given as `(segment, end)` pairs (values or bound
+    parameters): made on one of its segments, ending by where the path leaves that segment. The one rule of which
+    summaries a path may use, for every read of one."""
+    return or_(false(), *(and_(_summaries.segment_pk == pk, _summaries.covers_to <= end) for pk, end in segments))
 
 
 def best_summary_query(session_pk: int, spans: Sequence[Span], *, ending_by: int) -> Select[SummaryRow]:
