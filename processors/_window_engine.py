@@ -30,7 +30,7 @@ from pydantic_ai.messages import (
 )
 
 from ._text import render
-from .cut_points import CutIndex, ToolPairing
+from .cut_points import CutIndex
 from .specs import Size
 from .summary import find_summary, summary_request, summary_text
 from .tokens import TokenCounter, count_tokens
@@ -57,33 +57,6 @@ def leading_system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptP
             break
         parts.append(part)
     return parts
-
-
-def head_boundary(messages: Sequence[ModelMessage], wanted: int) -> int:
-    """Where a head asked to end at `wanted` may end: no call is on one side of it and its answer on the other.
-
-    It grows over a call whose answer comes later, up to that answer (a head may end before a response:
-    the bridge or the tail's request follows it), and stops before a call still waiting for its answer,
-    which would otherwise arrive after the head and be cut away from it. Exact over the whole history, with
-    calls and answers paired by position (`ToolPairing`).
-    """
-    pairing = ToolPairing()
-    pairs: list[tuple[int, int]] = []
-    for index, message in enumerate(messages):
-        pairs += [(call, index) for _, call in pairing.add(index, message) if 0 <= call < index]
-    pairs.sort()
-    end = wanted
-    for call, answer in pairs:
-        if call < end <= answer:
-            end = answer + 1
-    waiting = [call for call in pairing.waiting.values() if call < end]
-    if waiting:
-        end = min(waiting)
-        crossing = [call for call, answer in pairs if call < end <= answer]
-        while crossing:
-            end = min(crossing)
-            crossing = [call for call, answer in pairs if call < end <= answer]
-    return end
 
 
 @dataclass(eq=False)
@@ -518,7 +491,7 @@ class Windowing:
             wanted = bisect_left(lineage.cum_tokens, budget + 1) - 1
         if wanted <= 0:
             return 0
-        return head_boundary(messages, wanted)
+        return lineage.cuts.head_end(wanted)
 
     def _fix_head(self, lineage: Lineage, cut: int, context_window: int | None) -> None:
         """On the first compaction, settle how many leading messages every later window keeps."""

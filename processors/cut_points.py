@@ -154,6 +154,20 @@ class CutIndex:
                 return index
         return None
 
+    def head_end(self, wanted: int) -> int:
+        """Where a head asked to end at `wanted` (keeping the first `wanted` messages) may end: no call on one side
+        of it and its answer on the other.
+
+        It grows over a call whose answer comes later, up to that answer (a head may end before a response: the
+        bridge or the tail's request follows it), and stops before a call still waiting for its answer, which
+        would otherwise arrive after the head and be cut away from it. The union-find answers both, so it costs
+        the distance to the answer, not the history.
+        """
+        end = self.first_at_or_after(wanted, responses=True)
+        end = len(self._below) if end is None else end
+        waiting = min(self._pairing.waiting.values(), default=end)
+        return max(self._find(waiting), 0) if waiting < end else end
+
     def last_before(self, end: int, *, responses: bool = False) -> int | None:
         """The last safe cut `< end` (a response only if `responses`), or `None`."""
         index = self._find(min(end, len(self._below)) - 1)
