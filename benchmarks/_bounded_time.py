@@ -58,7 +58,8 @@ TRIGGER_MESSAGES = 100
 """Every scenario's trigger: compaction fires every few dozen messages, all along the history."""
 
 
-def _summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+async def _summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    # Async, so that pydantic-ai runs it in the event loop: a sync one would cost a worker thread hop per summary.
     return ModelResponse(parts=[TextPart(content='A summary of the conversation so far.')])
 
 
