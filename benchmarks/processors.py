@@ -5,6 +5,7 @@ Run it with one command from anywhere (the project venv is fine, so is a bare `p
     python benchmarks/processors.py            # 1k, 10k and 100k messages, 20 requests each
     python benchmarks/processors.py --sizes 1000 10000 --rounds 10
     python benchmarks/processors.py --quick    # 1k and 4k messages, 1 request each: runs in seconds
+    python benchmarks/processors.py --bounded-only   # only the bounded-time section (below)
 
 `--quick` sets the defaults to sizes 1,000 and 4,000 and one timed request per size (the warm-up pass too);
 flags given with it win. Its figures are noisy: it shows that both sides run and roughly how they compare.
@@ -37,6 +38,9 @@ Scenarios, configured identically for both libraries, each with its own default 
   `SlidingWindowProcessor(trigger=('tokens', 50_000), keep=('tokens', 20_000))`.
 
 Both libraries' outputs are sanity-checked along the way. Timings are printed, never asserted.
+
+Then, ours alone: bounded time whatever the input, in time per message over real-shaped histories (tool call ids
+repeated in every response, every part kind), cold and incremental, at the same sizes: see `_bounded_time.py`.
 """
 
 # The third-party imports follow the environment bootstrap, which must run first.
@@ -60,6 +64,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Literal
 
+import _bounded_time
 from _bench_util import load_average, machine, quiet_gc, size_label
 from pydantic_ai.messages import (
     ModelMessage,
@@ -560,6 +565,7 @@ def parse_args() -> argparse.Namespace:
         '--sizes', type=int, nargs='+', help=f'history sizes (default {" ".join(map(str, DEFAULT_SIZES))})'
     )
     parser.add_argument('--rounds', type=int, help=f'timed requests per size (default {DEFAULT_ROUNDS})')
+    parser.add_argument('--bounded-only', action='store_true', help='only the bounded-time section, ours alone')
     args = parser.parse_args()
     args.sizes = sorted(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
     if args.rounds is None:
@@ -574,12 +580,13 @@ def main() -> None:
     if HAVE_PEER and importlib.metadata.version(PEER_DIST) != PEER_VERSION:
         raise SystemExit(f'expected {PEER_DIST}=={PEER_VERSION}, found {importlib.metadata.version(PEER_DIST)}')
     started = time.perf_counter()
-    warm_up_rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
-    rows = asyncio.run(bench(args.sizes, args.rounds, warm_up_rounds))
-    print()
-    print_table(rows)
-    print()
-    print_summary(rows)
+    if not args.bounded_only:
+        rows = asyncio.run(bench(args.sizes, args.rounds, QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS))
+        print()
+        print_table(rows)
+        print()
+        print_summary(rows)
+    _bounded_time.run(args.sizes, quick=args.quick)
     print(f'\nTotal {time.perf_counter() - started:.0f}s; {load_average("at the end")}.')
 
 

@@ -121,6 +121,17 @@ def test_processors_quick() -> None:
             assert match, f'no line for {label}:\n{output}'
             number(match.group(1))
         assert re.search(rf'^{re.escape(label)} @4k: .*; growth 1k->4k ours: {N}x', output, re.MULTILINE)
+    for label in ('sliding window 100/50', 'summarization 100/20', 'sliding window 100/50, keep_head 3'):
+        for mode in ('cold', 'incremental'):
+            figures = rf'1k {N} us/msg, 4k {N} us/msg; growth 1k->4k {N}x per message'
+            line = rf'^bounded time: {re.escape(label)}, {mode}: {figures} \(target growth <= 1\.2 x: (?:met|MISSED)\)$'
+            match = re.search(line, output, re.MULTILINE)
+            assert match, f'no bounded-time line for {label}, {mode}:\n{output}'
+            low, high, growth = map(number, match.groups())
+            assert close(growth, high, low), match.group(0)
+    # Every window the bounded-time runs check is pair-safe by position and under the trigger.
+    failed = [line for line in output.splitlines() if line.startswith('SANITY CHECK FAILED')]
+    assert failed == [], '\n'.join(failed)
 
 
 def test_recall_quick() -> None:
