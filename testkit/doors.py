@@ -125,7 +125,9 @@ class TurnScript:
 
     def respond(self, request: Sequence[Seen]) -> Reply:
         self._check(request)
-        last = request[-1]
+        # The message the model answers: a system notice pydantic-ai places after the prompt (the framing
+        # announcement a real provider's request carries once a summary's tags are in it) is not what it answers.
+        last = next((seen for seen in reversed(request) if seen.role != 'system'), request[-1])
         prompt = PROMPT.match(last.text) if last.role == 'user' else None
         if prompt is not None:
             self._turn, self._this_turn = int(prompt.group(1)), 0
