@@ -25,12 +25,6 @@ from typing import Any, Literal
 
 import httpx2
 from pydantic_ai.models import Model
-from pydantic_ai.models.anthropic import AnthropicModel
-from pydantic_ai.models.google import GoogleModel
-from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
-from pydantic_ai.providers.anthropic import AnthropicProvider
-from pydantic_ai.providers.google import GoogleProvider
-from pydantic_ai.providers.openai import OpenAIProvider
 
 from testkit.doors import Reply, Seen, TurnScript
 
@@ -148,6 +142,11 @@ def _append_results(seen: list[Seen], results: list[tuple[str, str]]) -> None:
 @dataclass
 class OpenAIChatMock(ProviderMock):
     def model(self) -> Model:
+        # Each model's SDK imports here, when a test builds one: at module level all three cost every test worker
+        # seconds at collection, for the few quick-tier tests that use them.
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
         return OpenAIChatModel('gpt-4o', provider=OpenAIProvider(api_key='test', http_client=self.client()))
 
     def read(self, body: Json) -> list[Seen]:
@@ -258,6 +257,9 @@ class OpenAIResponsesMock(ProviderMock):
     """The reasoning item id each `function_call` item id was issued with."""
 
     def model(self) -> Model:
+        from pydantic_ai.models.openai import OpenAIResponsesModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
         return OpenAIResponsesModel('gpt-5', provider=OpenAIProvider(api_key='test', http_client=self.client()))
 
     def read(self, body: Json) -> list[Seen]:
@@ -401,6 +403,9 @@ class OpenAIResponsesMock(ProviderMock):
 @dataclass
 class AnthropicMock(ProviderMock):
     def model(self) -> Model:
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
         # `max_tokens` set: without it pydantic-ai asks for the model's maximum output, which the SDK streams.
         provider = AnthropicProvider(api_key='test', http_client=self.client())
         return AnthropicModel('claude-sonnet-4-5', provider=provider, settings={'max_tokens': 4096})
@@ -519,6 +524,9 @@ class AnthropicMock(ProviderMock):
 @dataclass
 class GoogleMock(ProviderMock):
     def model(self) -> Model:
+        from pydantic_ai.models.google import GoogleModel
+        from pydantic_ai.providers.google import GoogleProvider
+
         return GoogleModel('gemini-3.1-pro-preview', provider=GoogleProvider(api_key='test', http_client=self.client()))
 
     def read(self, body: Json) -> list[Seen]:

@@ -29,10 +29,9 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from testkit.doors import DOORS, NUMBERINGS, Door, DoorReport, Numbering, TurnScript, agent_on, check_report, run_door
+from testkit.doors import NUMBERINGS, Door, DoorReport, Numbering, TurnScript, agent_on, check_report, run_door
 from testkit.providers import PROVIDERS, ProviderKind, mock_for, sign
 
-HARDEST: Numbering = 'call_0_call_1'
 PROVIDER_NAMES: dict[ProviderKind, str] = {
     'openai_chat': 'openai',
     'openai_responses': 'openai',
@@ -41,9 +40,19 @@ PROVIDER_NAMES: dict[ProviderKind, str] = {
 }
 
 
-def _numberings(*, quick: bool) -> list[Any]:
-    """The hardest numbering in the quick tier; the others in the slow one."""
-    return [pytest.param(n, marks=() if n == HARDEST and quick else pytest.mark.slow) for n in NUMBERINGS]
+QUICK: tuple[ProviderKind, Door, Numbering] = ('openai_chat', 'session', 'call_0_call_1')
+"""The one run in the quick tier: an OpenAI-compatible server numbering calls call_0, call_1 in every response (as
+they do), through a summarizing store. Each provider's SDK costs seconds a run, so the rest run in the slow tier."""
+
+
+def _runs(*doors: Door) -> list[Any]:
+    """Each provider through each of `doors` with each numbering, all but `QUICK` in the slow tier."""
+    return [
+        pytest.param(kind, door, numbering, marks=() if (kind, door, numbering) == QUICK else pytest.mark.slow)
+        for kind in PROVIDERS
+        for door in doors
+        for numbering in NUMBERINGS
+    ]
 
 
 def check_parsed(report: DoorReport, kind: ProviderKind) -> None:
@@ -56,9 +65,7 @@ def check_parsed(report: DoorReport, kind: ProviderKind) -> None:
         assert any(isinstance(part, ThinkingPart) and part.content for part in response.parts)
 
 
-@pytest.mark.parametrize('numbering', _numberings(quick=True))
-@pytest.mark.parametrize('door', [door for door in DOORS if door in ('sliding_window', 'summarization')])
-@pytest.mark.parametrize('kind', PROVIDERS)
+@pytest.mark.parametrize(('kind', 'door', 'numbering'), _runs('sliding_window', 'summarization'))
 async def test_a_capability_on_a_plain_agent(kind: ProviderKind, door: Door, numbering: Numbering) -> None:
     script = TurnScript(numbering)
     mock = mock_for(kind, script)
@@ -69,9 +76,7 @@ async def test_a_capability_on_a_plain_agent(kind: ProviderKind, door: Door, num
 
 
 @pytest.mark.slow_on_postgresql
-@pytest.mark.parametrize('numbering', _numberings(quick=True))
-@pytest.mark.parametrize('door', [door for door in DOORS if door in ('session', 'conversations')])
-@pytest.mark.parametrize('kind', PROVIDERS)
+@pytest.mark.parametrize(('kind', 'door', 'numbering'), _runs('session', 'conversations'))
 async def test_a_store_door(kind: ProviderKind, door: Door, numbering: Numbering, db_url: str) -> None:
     script = TurnScript(numbering)
     mock = mock_for(kind, script)
