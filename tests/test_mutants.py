@@ -6,12 +6,15 @@ the mutant is named in the test's comment, so a later pass can tell what the tes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
+from pydantic_ai import Agent
 from pydantic_ai.messages import (
     BaseToolCallPart,
     BaseToolReturnPart,
+    CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -24,9 +27,14 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from processors import SlidingWindowProcessor, SummarizationProcessor
 from processors.cut_points import CutIndex, is_turn_start, safe_cut_points, tool_call_ids
+from processors.summary import summary_text
+from session_store import Session, SessionNotFound, SessionStore
 from testkit.real_histories import histories
+from testkit.scripted import PREVIOUS, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 # Cut points: every query of a `CutIndex`, against a brute-force judge.
 
@@ -214,3 +222,183 @@ def test_tool_call_ids_name_every_part_that_refers_to_a_call() -> None:
     assert list(tool_call_ids(response)) == ['call_0', 'call_1', 'call_1']
     assert list(tool_call_ids(request)) == ['call_0', 'call_2']
     assert list(tool_call_ids(ModelRequest(parts=[UserPromptPart('hi')]))) == []
+
+
+# The window read: what a store reads, and keeps between runs, is the window a fresh read of the path gives.
+
+StoreFactory = Callable[..., SessionStore]
+
+
+def carried(messages: Sequence[ModelMessage]) -> list[str]:
+    """The texts of the store's summaries the messages carry."""
+    return [text for message in messages if (text := summary_text(message)) is not None]
+
+
+async def active_tip(session: Session) -> str:
+    return next(branch.tip for branch in await session.branches() if branch.active)
+
+
+def forced(summarizer: RecordingSummarizer, keep: int) -> SummarizationProcessor:
+    """Summarizes only when asked (`Session.compact`), keeping `keep` messages."""
+    return SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 1_000), keep=('messages', keep))
+
+
+@pytest.mark.slow_on_postgresql
+async def test_a_window_is_read_only_for_a_session_that_exists_under_its_scope(store_factory: StoreFactory) -> None:
+    # `SessionStore.window` is the one public read that reaches the window read's own scope check (a session opens
+    # through `store.session`, which checks first). Mutants letting another scope's window through, or failing
+    # with a TypeError for a missing session, survived (runs.py:265-266).
+    store = store_factory()
+    session = await store.session('theirs', scope='user-2')
+    await session.run(scripted_agent(ParallelToolAssistant()), 'Turn M1')
+    assert len((await store.window('theirs', scope='user-2')).messages) == 4
+    with pytest.raises(SessionNotFound, match="No session 'theirs' under scope 'user-1'"):
+        await store.window('theirs', scope='user-1')
+    with pytest.raises(SessionNotFound):
+        await store.window('nobody')
+
+
+@pytest.mark.slow_on_postgresql
+@pytest.mark.parametrize('move', ['sliding', 'provider compaction'])
+async def test_a_kept_window_whose_start_moves_past_a_summary_of_its_path_takes_it(
+    store_factory: StoreFactory, move: str
+) -> None:
+    """A branch switched back to can have summaries of its path ahead of its window: the trunk summarized the prefix
+    the branches share after the fork was left. A run moving the window's start past them, without a summary of
+    its own that reaches as far, must leave the store holding the window a fresh read gives, which takes the
+    widest of them; the store that ran it keeps the window only while it knows which summary that is."""
+    summarizer = RecordingSummarizer()
+    store = store_factory(processor=forced(summarizer, keep=8))
+    session = await store.session('c')
+    agent = scripted_agent(ParallelToolAssistant())
+    for turn in range(4):  # four messages a turn: turns start at 0, 4, 8 and 12
+        await session.run(agent, f'Turn M{turn}')
+    trunk = await active_tip(session)
+    await session.rewind(12)
+    await session.run(agent, 'Turn M100')
+    fork = await active_tip(session)
+    await session.switch(trunk)
+    first = await session.compact()
+    second = await (await store_factory(processor=forced(summarizer, keep=4)).session('c')).compact()
+    assert first is not None and second is not None
+    assert (first.covers_from, second.covers_from) == (0, first.covers_to)
+    assert first.covers_to < second.covers_to <= 12, 'both lie on the shared prefix, so on the fork path too'
+
+    if move == 'sliding':
+        # No summary: the window's start moves to where the first ends (keeping 9 of 17 cuts at 8). Mutants that
+        # lost where the summaries ahead end, or took the last of them, or missed one ending exactly at the new start,
+        # kept the window without it (runs.py:300, :311, :357; windows.py:61).
+        processor: SlidingWindowProcessor | SummarizationProcessor = SlidingWindowProcessor(
+            trigger=('messages', 17), keep=('messages', 9)
+        )
+        running, widest = agent, first
+    else:
+        # The run's own summary ends before both (keeping 13 of 17 cuts at 4), and the provider's compaction in its
+        # response moves the start past them. A mutant taking the run's own summary wherever it ended kept the
+        # window with it (windows.py:64).
+        processor = SummarizationProcessor(FunctionModel(summarizer), trigger=('messages', 17), keep=('messages', 13))
+        running, widest = Agent(FunctionModel(_compacting)), second
+    moving = store_factory(processor=processor)
+    moved = await moving.session('c')
+    await moved.switch(fork)
+    before = await moving.window('c')
+    assert before.positions[0] == 0 and carried(before.messages) == [], 'the fork was left before any summary'
+    await moved.run(running, 'Turn M101')
+    kept, read = await moving.window('c'), await store_factory(processor=processor).window('c')
+    assert (kept.messages, kept.positions) == (read.messages, read.positions)
+    assert carried(read.messages) == [widest.text] and read.positions[0] >= widest.covers_to
+
+
+def _compacting(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A provider compacting everything before its answer, as Anthropic's and OpenAI's compaction bring back."""
+    return ModelResponse(parts=[CompactionPart(content='provider summary', provider_name='anthropic'), TextPart('ok')])
+
+
+@pytest.mark.slow_on_postgresql
+async def test_a_tie_on_one_path_is_taken_alike_by_the_window_and_the_summary_chain(
+    store_factory: StoreFactory,
+) -> None:
+    """The fork and the trunk each summarize the prefix they share, over the same positions: both summaries lie
+    wholly on the fork's path and tie there. The window switched back to, a fresh read of it and the summary chain
+    take the same one, and the next summary extends that one. (A mutant taking the other of a tie in the window read
+    alone survived, runs.py:301.)"""
+    summarizer = RecordingSummarizer()
+    store = store_factory(processor=forced(summarizer, keep=4))
+    session = await store.session('c')
+    agent = scripted_agent(ParallelToolAssistant())
+    for turn in range(4):
+        await session.run(agent, f'Turn M{turn}')
+    trunk = await active_tip(session)
+    await session.rewind(12)
+    await session.run(agent, 'Turn M100')
+    fork = await active_tip(session)
+    own = await session.compact()
+    await session.switch(trunk)
+    other = await session.compact()
+    assert own is not None and other is not None
+    assert (own.covers_from, own.covers_to) == (other.covers_from, other.covers_to) and own.text != other.text
+    assert own.covers_to <= 12, 'the trunk summary covers only what the fork shares'
+
+    await session.switch(fork)
+    chain = await store.summaries('c')
+    assert len(chain) == 1 and chain[0].text in (own.text, other.text)
+    assert carried(await session.context()) == [chain[0].text]
+    assert carried((await store_factory(processor=store.processor).window('c')).messages) == [chain[0].text]
+    await session.run(agent, 'Turn M101')
+    extended = await session.compact()
+    assert extended is not None and extended.covers_from == own.covers_to
+    assert PREVIOUS.findall(summarizer.inputs[-1]) == [chain[0].text]
+    assert [s.text for s in await store.summaries('c')] == [chain[0].text, extended.text]
+
+
+@pytest.mark.slow_on_postgresql
+async def test_a_run_summarizing_twice_and_past_a_provider_compaction_is_stored_and_extended(
+    store_factory: StoreFactory,
+) -> None:
+    """One run of chained tool calls, its first response a provider's compaction, through a processor that cuts before
+    responses: it summarizes at more than one request, the last time past the compaction. It is stored (a mutant
+    failing on a window already past the compaction survived, runs.py:416), and the chain the next compaction extends
+    is whole (a mutant keeping the run's first summary as the window's survived, windows.py:66)."""
+    summarizer = RecordingSummarizer()
+    processor = SummarizationProcessor(
+        FunctionModel(summarizer), trigger=('messages', 8), keep=('messages', 2), cut_before_responses=True
+    )
+    agent = Agent(FunctionModel(_chained), system_prompt='You compact.')
+
+    @agent.tool_plain
+    def step(n: int) -> str:
+        return str(n)
+
+    store = store_factory(processor=processor)
+    session = await store.session('c')
+    for turn in range(3):
+        await session.run(agent, f'T{turn}')
+    before = len(await store.summaries('c'))
+    await session.run(agent, 'compact and work')
+    archive = await store.history('c', limit=None)
+    compacted = next(i for i, m in enumerate(archive) if any(isinstance(p, CompactionPart) for p in m.parts))
+    chain = await store.summaries('c')
+    assert len(chain) - before >= 2, 'the run summarized more than once'
+    window = await store.window('c')
+    assert window.positions[0] > compacted, 'the last summary ends past the compaction'
+    # The next run's summary extends the last one the run made: the chain runs whole from the first message.
+    await session.run(agent, 'T9')
+    extended = await store.summaries('c')
+    assert len(extended) > len(chain)
+    assert [s.covers_from for s in extended] == [0, *(s.covers_to for s in extended[:-1])]
+    assert extended.elsewhere == 0
+
+
+def _chained(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Answers a prompt; 'compact and work' opens with a provider's compaction and chains six calls of `step`."""
+    last = messages[-1]
+    prompt = next((p.content for p in last.parts if isinstance(p, UserPromptPart)), None)
+    if prompt == 'compact and work':
+        compaction = CompactionPart(content='provider summary', provider_name='anthropic')
+        return ModelResponse(parts=[compaction, ToolCallPart('step', {'n': 0}, tool_call_id='call_0')])
+    if prompt is not None:
+        return ModelResponse(parts=[TextPart(f'answer to {prompt}')])
+    done = int(next(str(p.content) for p in last.parts if isinstance(p, ToolReturnPart)))
+    if done < 5:
+        return ModelResponse(parts=[ToolCallPart('step', {'n': done + 1}, tool_call_id='call_0')])
+    return ModelResponse(parts=[TextPart('done')])
