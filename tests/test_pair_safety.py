@@ -74,7 +74,7 @@ def test_every_window_is_pair_safe_and_keeps_the_system_prompt(
     check_every_window(history, processor, incremental)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), processor=processors(), incremental=st.booleans())
 def test_every_window_is_pair_safe_and_keeps_the_system_prompt_quick(
     history: list[ModelMessage], processor: SlidingWindowProcessor | SummarizationProcessor, incremental: bool
@@ -108,7 +108,7 @@ def test_safe_cut_points_match_a_brute_force_check(history: list[ModelMessage]) 
 
 
 @given(history=histories())
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_safe_cut_points_match_a_brute_force_check_quick(history: list[ModelMessage]) -> None:
     # The same property over fewer histories, for the quick tier.
     check_cut_points(history)
