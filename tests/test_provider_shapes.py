@@ -40,15 +40,11 @@ PROVIDER_NAMES: dict[ProviderKind, str] = {
 }
 
 
-QUICK: tuple[ProviderKind, Door, Numbering] = ('openai_chat', 'session', 'call_0_call_1')
-"""The one run in the quick tier: an OpenAI-compatible server numbering calls call_0, call_1 in every response (as
-they do), through a summarizing store. Each provider's SDK costs seconds a run, so the rest run in the slow tier."""
-
-
 def _runs(*doors: Door) -> list[Any]:
-    """Each provider through each of `doors` with each numbering, all but `QUICK` in the slow tier."""
+    """Each provider through each of `doors` with each numbering, in the slow tier: each provider's SDK costs seconds
+    to import and a run, and the quick tier runs every door with the same script as a `FunctionModel`."""
     return [
-        pytest.param(kind, door, numbering, marks=() if (kind, door, numbering) == QUICK else pytest.mark.slow)
+        pytest.param(kind, door, numbering, marks=pytest.mark.slow)
         for kind in PROVIDERS
         for door in doors
         for numbering in NUMBERINGS
@@ -340,6 +336,7 @@ def _malformed(kind: ProviderKind) -> list[ModelMessage]:
     ]
 
 
+@pytest.mark.slow  # pydantic-ai's real model classes, whose SDKs cost seconds to import
 @pytest.mark.parametrize('kind', PROVIDERS)
 async def test_pydantic_ai_raises_the_mocks_refusal_as_the_providers_http_error(kind: ProviderKind) -> None:
     """Through pydantic-ai's own model, the mock's 400 reaches the caller as `ModelHTTPError`, before the script."""
