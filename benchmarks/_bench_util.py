@@ -5,7 +5,8 @@ from __future__ import annotations
 import gc
 import os
 import platform
-from collections.abc import Iterator
+import random
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 
@@ -35,3 +36,14 @@ def load_average(when: str) -> str:
     if not hasattr(os, 'getloadavg'):
         return f'load average {when}: unknown on this platform'
     return f'load average {when}: ' + ', '.join(f'{load:.2f}' for load in os.getloadavg())
+
+
+def sentence(rng: random.Random, words: Sequence[str], length: int) -> str:
+    """A sentence of about `length` characters drawn from `words`: text for a synthetic conversation."""
+    drawn: list[str] = []
+    chars = 0
+    while chars < length:
+        word = rng.choice(words)
+        drawn.append(word)
+        chars += len(word) + 1
+    return ' '.join(drawn)[:length].capitalize() + '.'

@@ -24,6 +24,7 @@ import random
 from collections.abc import Generator, Iterator, Sequence
 from itertools import islice
 
+from _bench_util import sentence
 from pydantic_ai.messages import (
     BaseToolCallPart,
     BinaryContent,
@@ -77,17 +78,8 @@ class _Material:
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
-        self._texts = [self._sentence(rng.randint(40, 1_200)) for _ in range(2_048)]
+        self._texts = [sentence(rng, _WORDS, rng.randint(40, 1_200)) for _ in range(2_048)]
         self._images = [_PNG_SIGNATURE + rng.randbytes(rng.randint(1_000, 6_000)) for _ in range(16)]
-
-    def _sentence(self, length: int) -> str:
-        words: list[str] = []
-        chars = 0
-        while chars < length:
-            word = self.rng.choice(_WORDS)
-            words.append(word)
-            chars += len(word) + 1
-        return ' '.join(words)[:length].capitalize() + '.'
 
     def text(self, most: int = 1_200) -> str:
         return self.rng.choice(self._texts)[:most]

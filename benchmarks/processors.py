@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Literal
 
 import _bounded_time
-from _bench_util import load_average, machine, quiet_gc, size_label
+from _bench_util import load_average, machine, quiet_gc, sentence, size_label
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -132,16 +132,7 @@ class _TextPool:
 
     def __init__(self, rng: random.Random, size: int = 4_096) -> None:
         self._rng = rng
-        self._texts = [self._sentence(rng.randint(50, 400)) for _ in range(size)]
-
-    def _sentence(self, length: int) -> str:
-        words: list[str] = []
-        chars = 0
-        while chars < length:
-            word = self._rng.choice(_WORDS)
-            words.append(word)
-            chars += len(word) + 1
-        return ' '.join(words)[:length].capitalize() + '.'
+        self._texts = [sentence(rng, _WORDS, rng.randint(50, 400)) for _ in range(size)]
 
     def pick(self) -> str:
         return self._rng.choice(self._texts)
