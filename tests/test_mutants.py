@@ -30,6 +30,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from processors import ContextSize, SlidingWindowProcessor, SummarizationProcessor
 from processors.cut_points import CutIndex, is_turn_start, safe_cut_points, tool_call_ids
@@ -559,6 +560,19 @@ async def test_a_plan_with_a_head_summarizes_only_what_follows_the_head() -> Non
     assert plan is not None
     assert plan.messages_to_summarize == history[2 : plan.cutoff_index]
     assert plan.preserved_messages == history[plan.cutoff_index :]
+
+
+async def test_usage_reported_for_a_first_request_of_one_message_anchors_the_next_count() -> None:
+    # The first request of a conversation is one message; the provider reports what it really cost (instructions,
+    # tool definitions). With `anchor_on_usage` the next count adds that gap, and here the trigger fires. A mutant
+    # that never found a one-message history again, so forgot what it sent, survived (_window_engine.py:97).
+    first = ModelResponse(parts=[TextPart('answer 1')], usage=RequestUsage(input_tokens=500))
+    history: list[ModelMessage] = [_ask('question 0'), first, _ask('question 2')]
+    processor = SlidingWindowProcessor(
+        trigger=('tokens', 100), keep=('messages', 1), token_counter=_ten, anchor_on_usage=True
+    )
+    assert await processor(history[:1]) == history[:1]
+    assert await processor(history) == history[2:]
 
 
 @pytest.mark.xfail(
