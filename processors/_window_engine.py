@@ -480,12 +480,11 @@ class Windowing:
         return cut
 
     def _head_count(self, lineage: Lineage, context_window: int | None) -> int:
-        """How many leading messages `keep_head` keeps, grown until no tool call has parts on both sides."""
+        """How many leading messages `keep_head` keeps, moved until no call and its answer sit on two sides."""
         if self.keep_head is None:
             return 0
-        messages = lineage.messages
         if self.keep_head.kind == 'messages':
-            wanted = min(int(self.keep_head.value), len(messages))
+            wanted = min(int(self.keep_head.value), len(lineage.messages))
         else:
             budget = self.keep_head.tokens(context_window, 'keep_head')
             wanted = bisect_left(lineage.cum_tokens, budget + 1) - 1

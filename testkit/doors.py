@@ -45,7 +45,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
-from processors import ContextSize, SlidingWindow, Summarization, SummarizationProcessor
+from processors import ContextSize, SlidingWindow, SummarizationProcessor, as_capability
 from session_store import SessionStore
 from testkit.scripted import NEW_MESSAGES, RecordingSummarizer
 
@@ -252,7 +252,7 @@ async def run_door(door: Door, model: Model, *, url: str | None = None, turns: i
     done = 0
     if door in ('sliding_window', 'summarization'):
         window = SlidingWindow(trigger=trigger, keep=keep)
-        capability = window if door == 'sliding_window' else Summarization(**_settings(summarizing))
+        capability = window if door == 'sliding_window' else as_capability(summarizing)
         agent = agent_on(model, [capability])
         for turn in range(turns):
             result = await _guarded(agent.run(f'turn {turn}', message_history=history))
@@ -277,10 +277,6 @@ async def run_door(door: Door, model: Model, *, url: str | None = None, turns: i
     return DoorReport(
         done, history, archive, [block for text in summarizer.inputs for block in NEW_MESSAGES.findall(text)]
     )
-
-
-def _settings(processor: SummarizationProcessor) -> dict[str, Any]:
-    return {'model': processor.model, 'trigger': processor.trigger, 'keep': processor.keep}
 
 
 async def _guarded(run: Any) -> Any:
