@@ -114,13 +114,15 @@ class Lineage:
             if isinstance(message, ModelRequest):
                 self.late_answers += [(index, part, call) for part, call in answers if call < index - 1]
 
-    def size(self, cut: int, bridge_tokens: int, has_bridge: bool) -> tuple[int, int]:
-        """(messages, tokens) of the window whose tail starts at `cut`, the provider's overhead included."""
+    def size(self, cut: int, bridge_tokens: int, has_bridge: bool, head_end: int | None = None) -> tuple[int, int]:
+        """(messages, tokens) of the window whose tail starts at `cut`, the provider's overhead included;
+        `head_end` stands in for a head not settled yet."""
         n = len(self.messages)
         cum = self.cum_tokens
+        head = self.head_end if head_end is None else head_end
         return (
-            self.head_end + has_bridge + n - cut,
-            cum[self.head_end] + bridge_tokens + cum[n] - cum[cut] + self.overhead,
+            head + has_bridge + n - cut,
+            cum[head] + bridge_tokens + cum[n] - cum[cut] + self.overhead,
         )
 
     def current_size(self) -> tuple[int, int]:
@@ -293,8 +295,7 @@ class Windowing:
         cut = self._plan_cut(lineage, context_window, current) if fired or force else None
         start = lineage.cut
         if cut is not None:
-            head_end = lineage.head_end if lineage.head_fixed else min(self._head_count(lineage, context_window), cut)
-            start = max(start, head_end)
+            start = max(start, self._head_end(lineage, context_window))
         return Decision(
             lineage=lineage,
             messages=messages,
@@ -451,7 +452,8 @@ class Windowing:
         and no token trigger fires (a token trigger guards the context window, so it overrides `keep`).
         """
         n = len(lineage.messages)
-        floor = max(lineage.cut, lineage.head_end if lineage.head_fixed else self._head_count(lineage, context_window))
+        head = self._head_end(lineage, context_window)
+        floor = max(lineage.cut, head)
         if self.keep.kind == 'messages':
             target = n - int(self.keep.value)
         else:
@@ -472,7 +474,7 @@ class Windowing:
                 return None
         # A window still over a trigger after compacting would compact again on every request.
         bridge, bridge_tokens = lineage.fallback_bridge()
-        while self._fires(lineage.size(cut, bridge_tokens, bridge is not None), context_window):
+        while self._fires(lineage.size(cut, bridge_tokens, bridge is not None, head), context_window):
             later = cuts.first_at_or_after(cut + 1, responses=responses)
             if later is None:
                 break
@@ -491,6 +493,10 @@ class Windowing:
         if wanted <= 0:
             return 0
         return lineage.cuts.head_end(wanted)
+
+    def _head_end(self, lineage: Lineage, context_window: int | None) -> int:
+        """Where the head ends: settled at the first compaction, and until then where that compaction settles it."""
+        return lineage.head_end if lineage.head_fixed else self._head_count(lineage, context_window)
 
     def _fix_head(self, lineage: Lineage, cut: int, context_window: int | None) -> None:
         """On the first compaction, settle how many leading messages every later window keeps."""

@@ -575,14 +575,9 @@ async def test_usage_reported_for_a_first_request_of_one_message_anchors_the_nex
     assert await processor(history) == history[2:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='The first compaction of a history with keep_head sizes its window without the head (Lineage.head_end '
-    'is still 0 while _plan_cut checks the window against the triggers; _fix_head sets it afterwards), so it can '
-    'leave the window at its trigger, and the next request compacts again. Later compactions count the head.',
-)
 async def test_a_first_compaction_with_a_head_leaves_the_window_below_its_trigger() -> None:
-    # Found reading why the mutant sizing a first cut with a head of -1 messages (_window_engine.py:70) mattered.
+    # The first cut used to be sized with no head (it is settled only once the cut is made), so the window could
+    # sit at its trigger and compact again on the next request; found reading why a Lineage.head_end mutant mattered.
     history = _chat(7)
     processor = SlidingWindowProcessor(
         trigger=('tokens', 50), keep=('messages', 3), keep_head=('messages', 2), token_counter=_ten
