@@ -5,6 +5,7 @@ Migrated (copied from one template per backend and run) unless a test asks for a
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -19,6 +20,13 @@ from session_store.cli import _runtime
 from testkit.faults import pgbouncer
 from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
 from testkit.templates import Fill, NewDatabase, Templates
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's default) starts one worker more than there are cores: a test waits on a database
+    server, a subprocess or a socket for part of its time, and the extra worker keeps the cores busy then (the
+    quick tier here on 2 cores: 143 s with 2 workers, 134 s with 3, 136 s with 4)."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -15,28 +15,29 @@ import pytest
 
 from testkit.doors import DOORS, NUMBERINGS, Door, Numbering, TurnScript, check_report, function_model, run_door
 
-HARDEST: Numbering = 'call_0_call_1'
-"""The numbering in the quick tier, through every door: two calls numbered afresh in every response, which every
-repeated-id defect of the old engine failed on; unique ids and `call_0` alone run in the slow tier."""
+QUICK_TURNS = 24
+"""The quick tier runs the numbering every repeated-id defect of the old engine failed on (two calls numbered afresh
+in every response) through every door for 24 turns, past 4 compactions; the slow tier runs all three numberings
+for the issue's 40 turns."""
+
+RUNS = [
+    pytest.param('call_0_call_1', QUICK_TURNS, id='call_0_call_1-quick'),
+    *(pytest.param(numbering, 40, id=numbering, marks=pytest.mark.slow) for numbering in NUMBERINGS),
+]
 
 
-@pytest.mark.parametrize(
-    'numbering', [pytest.param(n, marks=() if n == HARDEST else pytest.mark.slow) for n in NUMBERINGS]
-)
+@pytest.mark.parametrize(('numbering', 'turns'), RUNS)
 @pytest.mark.parametrize('door', [door for door in DOORS if door in ('sliding_window', 'summarization')])
-async def test_a_capability_on_a_plain_agent(door: Door, numbering: Numbering) -> None:
+async def test_a_capability_on_a_plain_agent(door: Door, numbering: Numbering, turns: int) -> None:
     script = TurnScript(numbering)
-    report = await run_door(door, function_model(script))
-    check_report(report, script, door)
+    report = await run_door(door, function_model(script), turns=turns)
+    check_report(report, script, door, turns)
 
 
 @pytest.mark.slow_on_postgresql  # the SQLite variants, in the quick tier, run the same window code
-@pytest.mark.parametrize(
-    'numbering',
-    [pytest.param(n, marks=() if n == HARDEST else pytest.mark.slow) for n in NUMBERINGS],
-)
+@pytest.mark.parametrize(('numbering', 'turns'), RUNS)
 @pytest.mark.parametrize('door', [door for door in DOORS if door in ('session', 'conversations')])
-async def test_a_store_door(door: Door, numbering: Numbering, db_url: str) -> None:
+async def test_a_store_door(door: Door, numbering: Numbering, turns: int, db_url: str) -> None:
     script = TurnScript(numbering)
-    report = await run_door(door, function_model(script), url=db_url)
-    check_report(report, script, door)
+    report = await run_door(door, function_model(script), url=db_url, turns=turns)
+    check_report(report, script, door, turns)
