@@ -129,9 +129,9 @@ def test_the_packages_use_no_private_attribute_of_their_dependencies() -> None:
     assert found == _NOT_YET, 'private attributes of a dependency:\n' + '\n'.join(sorted(found - _NOT_YET))
 
 
-_NOT_YET = {'session_store/web/_present.py: from pydantic_ai.ui._utils'}
-"""The UI message id a stored message was loaded from, read through pydantic-ai's private helper: the browser
-chat's Edit and Regenerate buttons need it, and pydantic-ai has no public reader yet."""
+_NOT_YET = {'session_store/_ui_ids.py: from pydantic_ai.ui._utils'}
+"""The UI message id a stored message was loaded from, read and set through pydantic-ai's private helpers, in that
+one module: a resubmitted message (an edit, a regenerate) is found by it, and pydantic-ai has no public reader yet."""
 
 
 def _names_defined(tree: ast.AST) -> Iterator[str]:

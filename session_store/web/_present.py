@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
-from pydantic_ai.ui._utils import get_ui_message_id
 
 from .._display import call_text, media_note, one_line
 from .._parts import message_role, read_part
+from .._ui_ids import ui_message_id
 
 __all__ = ('PREVIEW', 'MessageView', 'PartView', 'message_view', 'message_views', 'preview', 'snippet')
 
@@ -154,7 +154,7 @@ def message_view(position: int, message: ModelMessage, instructions: str | None 
         parts=parts,
         timestamp=None if timestamp is None else timestamp.isoformat(),
         model_name=message.model_name if isinstance(message, ModelResponse) else None,
-        ui_message_id=get_ui_message_id(message),
+        ui_message_id=ui_message_id(message),
         prompt=prompt,
     )
 
