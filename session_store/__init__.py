@@ -3,6 +3,7 @@ and windows rebuilt from them without reading the archive."""
 
 from ._db.engine import DEFAULT_URL
 from ._history.windows import WindowProcessor
+from .chat import dispatch_chat, run_limits
 from .conversations import SQLConversationStore
 from .encryption import Encryption
 from .errors import (
@@ -52,4 +53,6 @@ __all__ = (
     'SummarizerFailed',
     'SummaryChain',
     'WindowProcessor',
+    'dispatch_chat',
+    'run_limits',
 )

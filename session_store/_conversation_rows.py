@@ -13,11 +13,12 @@ from sqlalchemy.orm import aliased
 
 from ._codec import dump_usage, load_usage, utc
 from ._db.sealing import Sealer
+from ._history.records import LoadedWindow
 from ._history.runs import HEAD
 from ._history.tree import entry_before_window
 from .rows import MessageRow, SegmentRow, SessionRow
 
-__all__ = ('DEFERRED', 'RECORD', 'entries_query', 'entry_of', 'record_columns', 'record_of')
+__all__ = ('DEFERRED', 'RECORD', 'entries_query', 'entry_of', 'record_columns', 'record_of', 'window_entries')
 
 DEFERRED: pydantic.TypeAdapter[DeferredToolRequests] = pydantic.TypeAdapter(DeferredToolRequests)
 """The same JSON `Session` stores a paused run's requests in, so either side can read the other's."""
@@ -103,3 +104,14 @@ def record_columns(record: ConversationRecord) -> dict[str, Any]:
         'branches': list(record.branches),
         'updated_at': record.updated_at,
     }
+
+
+def window_entries(window: LoadedWindow, parent: str | None) -> list[ConversationEntry]:
+    """A stored window as the entries a conversation load hands out, the first following entry `parent`."""
+    entries: list[ConversationEntry] = []
+    for message, entry_id in zip(window.messages, window.entry_ids, strict=True):
+        # A bridge standing alone (before a tail that opens with a response) is no archived message.
+        entry = ConversationEntry(id=entry_id or f'summary-{window.summary_pk}', parent_id=parent, message=message)
+        entries.append(entry)
+        parent = entry.id
+    return entries

@@ -41,10 +41,10 @@ from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
 from ._codec import now
-from ._conversation_rows import DEFERRED, RECORD, entries_query, entry_of, record_columns, record_of
+from ._conversation_rows import DEFERRED, RECORD, entries_query, entry_of, record_columns, record_of, window_entries
 from ._db.sealing import Vault
 from ._history.archive import add_root_segment, copy_path, insert_messages, message_rows
-from ._history.branches import move_head
+from ._history.branches import before_prompt, move_head
 from ._history.records import RunRecord
 from ._history.runs import Runs, SessionHead
 from ._history.tree import ENTRY_AT, entry_at, on_path, path_spans, spans_of, tip_entry_id
@@ -52,9 +52,10 @@ from ._history.turns import compact_if_due
 from ._history.window_cache import Recent
 from ._history.windows import WindowProcessor
 from ._ids import check_id, new_token
+from ._resubmitted import ResubmittedPrompt
 from ._telemetry import span
 from ._upkeep.retention import delete_rows
-from .errors import SessionConflict
+from .errors import SessionConflict, SessionNotFound
 from .rows import MessageRow, SegmentRow, SessionRow
 
 _RETRY = 'Load the conversation again and retry.'
@@ -183,6 +184,26 @@ class SQLConversationStore(ConversationStore):
         finally:
             _KEPT.reset(kept)
 
+    async def resubmitting(
+        self, conversation_id: str, message_id: str, *, scope: str | None = None
+    ) -> ConversationStore | None:
+        """The store to run a user prompt of the conversation sent again on (an edit, a regenerate), or `None`
+        when the conversation's active path holds no such prompt (it is a new message).
+
+        `message_id` is the prompt's UI message id (the id a chat front end gave it), or its entry id. The store
+        returned loads the conversation as it stood before that prompt: the window of the path up to it, with
+        that path's own latest summary and nothing after, then the prompt itself, so a pydantic-ai UI adapter
+        given it replaces that turn, however old, and the model is sent that window. Its save branches off the
+        message before the prompt, and the turn replaced stays a branch. A save after the conversation changed
+        (another run, a branch) is a conflict, as any save's. `session_store.dispatch_chat` uses it.
+        """
+        check_id(conversation_id)
+        try:
+            before = await before_prompt(self._database, conversation_id, scope, message_id, self.processor or _WHOLE)
+        except SessionNotFound:
+            return None
+        return None if before is None else ResubmittedPrompt(self, conversation_id, message_id, before)
+
     # Reading
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
@@ -303,13 +324,7 @@ class SQLConversationStore(ConversationStore):
             else:
                 at = {'segment_pk': loaded.segment_pk, 'position': loaded.positions[0] - 1}
                 parent = await self._database.statements(lambda db: db.execute(ENTRY_AT, at).scalar())
-        entries: list[ConversationEntry] = []
-        for message, entry_id in zip(loaded.messages, loaded.entry_ids, strict=True):
-            # A bridge standing alone (before a tail that opens with a response) is no archived message.
-            entry = ConversationEntry(id=entry_id or f'summary-{loaded.summary_pk}', parent_id=parent, message=message)
-            entries.append(entry)
-            parent = entry.id
-        return entries
+        return window_entries(loaded, parent)
 
     def _head(self, conversation_id: str) -> SessionHead | None:
         """The `SessionHead` of the row the conversation's record was read from last, if it is kept."""
@@ -474,7 +489,7 @@ class SQLConversationStore(ConversationStore):
             # Raising rolls the revision update back with everything else.
             at = await _locate(db, conversation_id, session_pk, attach)
             row = await db.get_one(SessionRow, session_pk)
-            segment_pk, length = await move_head(db, row, at, length=length)
+            segment_pk, length = await move_head(db, row, at, length=length, continued=added > 0)
             if added:
                 await db.execute(
                     update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=length + added)

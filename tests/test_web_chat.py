@@ -11,11 +11,11 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import UsageLimits
 from starlette.testclient import TestClient
 
 from session_store import SessionStore
 from session_store._offline import echo_model
-from session_store.web._chat import RUN_REQUEST_LIMIT
 from testkit.templates import NewDatabase
 from tests._web import SAME_ORIGIN, populate, sse_chunks, ui_message, web_client
 
@@ -127,10 +127,12 @@ async def test_a_session_that_made_many_requests_before_can_still_chat(
     db_url: str, store_factory: StoreFactory
 ) -> None:
     """The run adds to the stored usage; pydantic-ai's request limit must count only this run's requests."""
+    default_limit = UsageLimits().request_limit
+    assert default_limit is not None
     store = store_factory()
     session = await store.session('busy')
     agent = Agent(TestModel())
-    for turn in range(RUN_REQUEST_LIMIT + 1):
+    for turn in range(default_limit + 1):
         await session.run(agent, f'turn {turn}')
     with web_client(db_url, chat_model='test') as client:
         chunks = send(
@@ -138,4 +140,4 @@ async def test_a_session_that_made_many_requests_before_can_still_chat(
         )
     assert answer(chunks).endswith('You said: still there?')
     (info,) = await store_factory().sessions()
-    assert info.usage.requests == RUN_REQUEST_LIMIT + 2
+    assert info.usage.requests == default_limit + 2

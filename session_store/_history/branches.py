@@ -7,9 +7,10 @@ made active resumes from the last summary wholly on it, so no summary of another
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.messages import UserPromptPart
+from pydantic_ai.messages import ModelMessage, UserPromptPart
 from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,11 +21,13 @@ from .._codec import load_usage, now, utc
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
 from .._ids import new_token
+from .._ui_ids import prompt_ui_id
 from ..errors import SessionConflict
 from ..results import Branch
 from ..rows import MessageRow, SegmentRow, SessionRow
 from .archive import add_root_segment, copy_path, insert_segment, insert_summary, new_session_row
-from .records import NewSummary
+from .records import LoadedWindow, NewSummary
+from .runs import window_on_path
 from .tree import (
     Span,
     best_summary,
@@ -37,8 +40,18 @@ from .tree import (
     summary_chain_on,
     truncated,
 )
+from .windows import WindowProcessor
 
-__all__ = ('fork', 'last_prompt_position', 'list_branches', 'move_head', 'rewind', 'switch')
+__all__ = (
+    'BeforePrompt',
+    'before_prompt',
+    'fork',
+    'last_prompt_position',
+    'list_branches',
+    'move_head',
+    'rewind',
+    'switch',
+)
 
 _PREVIEW = 80
 """How many characters of a branch's last user prompt `branches()` shows."""
@@ -72,6 +85,101 @@ async def rewind(database: Database, session_id: str, scope: str | None, positio
     await database.write(session_id, work)
 
 
+@dataclass(frozen=True)
+class BeforePrompt:
+    """The active path as it stood before one of its user prompts: what a run of that prompt sent again (an edit,
+    a regenerate) starts from, read without changing anything."""
+
+    window: LoadedWindow | None
+    """The window of the path before the prompt, with that path's own latest summary, as a rewind there would
+    leave it; `None` for the session's first message, before which there is nothing."""
+    before_window: str | None
+    """The entry id of the message just before the window's first (`None` when the window opens the path)."""
+    position: int
+    prompt: ModelMessage
+    """The prompt's request as stored."""
+    prompt_id: str
+    """Its entry id."""
+    revision: str
+    """The session's revision when this was read: a save of the new turn must find it unchanged."""
+    tip: str | None
+    """The entry id of the active path's newest message, which becomes a branch's tip once the new turn is saved."""
+    branches: list[str]
+    """The session's branch tips as its conversation record lists them."""
+
+
+async def before_prompt(
+    database: Database, session_id: str, scope: str | None, message_id: str, processor: WindowProcessor
+) -> BeforePrompt | None:
+    """The active path before its newest user prompt whose UI message id, or entry id, is `message_id`; `None`
+    when the path holds no such prompt. The window is shaped by `processor`, as a run's is.
+
+    Raises:
+        SessionNotFound: No session `session_id` under `scope`.
+    """
+    async with database.read() as db:
+        row = await find_session(db, session_id, scope)
+        vault = database.sealer.vault(session_id, row.pk)
+        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
+        found = await _prompt_on_path(db, vault, spans, message_id)
+        if found is None:
+            return None
+        position, prompt, prompt_id = found
+        window, before_window = None, None
+        if position > 0:
+            kept = truncated(spans, position)
+            head_end, window_start = await _window_of(db, row, kept, prefix=True, continued=True)
+            window = (await window_on_path(db, vault, row, kept, head_end, window_start)).loaded(processor)
+            if window.positions and window.positions[0] > 0:
+                before_window = await entry_at(
+                    db, span_at(kept, window.positions[0] - 1).segment_pk, window.positions[0] - 1
+                )
+        tip = await entry_at(db, active_segment(row), row.message_count - 1)
+        return BeforePrompt(
+            window=window,
+            before_window=before_window,
+            position=position,
+            prompt=prompt,
+            prompt_id=prompt_id,
+            revision=row.revision,
+            tip=tip,
+            branches=[str(t) for t in row.branches or ()],
+        )
+
+
+async def _prompt_on_path(
+    db: AsyncSession, vault: Vault, spans: list[Span], message_id: str
+) -> tuple[int, ModelMessage, str] | None:
+    """The newest request on the path holding a user prompt whose UI message id or entry id is `message_id`: its
+    position, message and entry id."""
+    for span in reversed(spans):
+        end = span.end
+        while end > span.start:
+            rows = (
+                await db.execute(
+                    select(MessageRow.position, MessageRow.payload, MessageRow.entry_id)
+                    .where(
+                        MessageRow.segment_pk == span.segment_pk,
+                        MessageRow.position >= span.start,
+                        MessageRow.position < end,
+                        MessageRow.kind == 'request',
+                    )
+                    .order_by(MessageRow.position.desc())
+                    .limit(_PROMPT_BATCH)
+                )
+            ).all()
+            for at, payload, entry_id in rows:
+                message = vault.message(at, payload)
+                if prompt_ui_id(message) == message_id or (
+                    entry_id == message_id and any(isinstance(part, UserPromptPart) for part in message.parts)
+                ):
+                    return at, message, entry_id
+            if len(rows) < _PROMPT_BATCH:
+                break
+            end = rows[-1][0]
+    return None
+
+
 async def switch(database: Database, session_id: str, scope: str | None, tip: str) -> None:
     """Make the branch `tip` (from `list_branches`) the active path; the path left stays a branch.
 
@@ -102,14 +210,17 @@ async def switch(database: Database, session_id: str, scope: str | None, tip: st
     await database.write(session_id, work)
 
 
-async def move_head(db: AsyncSession, row: SessionRow, at: tuple[int, int] | None, *, length: int) -> tuple[int, int]:
+async def move_head(
+    db: AsyncSession, row: SessionRow, at: tuple[int, int] | None, *, length: int, continued: bool = False
+) -> tuple[int, int]:
     """Make the path ending with the message at `at` (segment, position) active; the empty path for `None`.
 
     What the session's conversation-store record says when its head moves: appends then continue from
     there, in that segment if the message is its last, else in a new segment forked after it (a new root
     for the empty path). The path left keeps its window, as with `switch`. The caller has already
-    claimed the session row under its revision, and says the active path's `length` before the move.
-    Returns the active segment and the new path's length.
+    claimed the session row under its revision, and says the active path's `length` before the move;
+    `continued` that messages are appended at once (see `_window_of`). Returns the active segment and the new
+    path's length.
     """
     segments = await session_segments(db, row.pk)
     current = spans_of(segments, active_segment(row), length)
@@ -124,7 +235,7 @@ async def move_head(db: AsyncSession, row: SessionRow, at: tuple[int, int] | Non
         target = None if continued is not None else await db.get(SegmentRow, parent)
         spans = spans_of(segments, parent, length)
     prefix = at is not None and any(s.segment_pk == at[0] and s.start <= at[1] < s.end for s in current)
-    head_end, window_start = await _window_of(db, row, spans, saved=target, prefix=prefix)
+    head_end, window_start = await _window_of(db, row, spans, saved=target, prefix=prefix, continued=continued)
     await _leave_path(db, row)
     segment_pk = target.pk if target is not None else await insert_segment(db, row.pk, parent, length)
     await db.execute(
@@ -161,7 +272,11 @@ async def fork(
             await _check_pair_safe(db, source, spans, at, doing='Forking at')
         kept = truncated(spans, at)
         head_end = min(row.head_end, at)
-        window_start = row.window_start if row.window_start < at else await _resumed_tail(db, row.pk, kept, head_end)
+        window_start = (
+            row.window_start
+            if row.window_start < at
+            else await _resumed_tail(db, row.pk, kept, head_end, ending_by=at - 1)
+        )
         chain = await summary_chain_on(db, row.pk, kept, ending_by=window_start)
         fork_scope = new_scope if new_scope is not None else row.scope
         copy = new_session_row(
@@ -288,12 +403,20 @@ async def _leave_path(db: AsyncSession, row: SessionRow) -> None:
 
 
 async def _window_of(
-    db: AsyncSession, row: SessionRow, spans: list[Span], *, saved: SegmentRow | None = None, prefix: bool = False
+    db: AsyncSession,
+    row: SessionRow,
+    spans: list[Span],
+    *,
+    saved: SegmentRow | None = None,
+    prefix: bool = False,
+    continued: bool = False,
 ) -> tuple[int, int]:
     """The window (head end, tail start) of the path `spans` when it becomes active.
 
     A branch tip resumes the window it was left with; a prefix of the active path keeps the active
     window when that still leaves it a tail; any other path resumes after its last summary wholly on it.
+    `continued` says new messages follow at once (a save branching off, a prompt sent again), which then are
+    the tail: a summary may end where the path does.
     """
     if saved is not None and saved.head_end is not None and saved.window_start is not None:
         return saved.head_end, saved.window_start
@@ -301,16 +424,18 @@ async def _window_of(
     head_end = min(row.head_end, length)
     if prefix and row.window_start < length:
         return head_end, row.window_start
-    return head_end, await _resumed_tail(db, row.pk, spans, head_end)
+    return head_end, await _resumed_tail(db, row.pk, spans, head_end, ending_by=length if continued else length - 1)
 
 
-async def _resumed_tail(db: AsyncSession, session_pk: int, spans: list[Span], head_end: int) -> int:
-    """Where a path's tail starts when its window is rebuilt: after the last summary wholly on it, else the head.
+async def _resumed_tail(db: AsyncSession, session_pk: int, spans: list[Span], head_end: int, *, ending_by: int) -> int:
+    """Where a path's tail starts when its window is rebuilt: after the last summary wholly on it ending by
+    `ending_by`, else the head.
 
-    The summary must leave a tail (it ends before the path does): the summary rides in the tail's first
-    request, and a window without a tail would drop it.
+    A path nothing follows yet needs its summary to leave a tail (to end before the path does), or the path
+    would end at its summary, and an edit made there would find the summary before the one it needs: so
+    `ending_by` is the path's end but one, unless new messages follow at once.
     """
-    summary = await best_summary(db, session_pk, spans, ending_by=spans[-1].end - 1) if spans else None
+    summary = await best_summary(db, session_pk, spans, ending_by=ending_by) if spans else None
     return head_end if summary is None else max(head_end, summary.covers_to)
 
 

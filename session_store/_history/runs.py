@@ -32,6 +32,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from .._codec import dump_usage, now
 from .._db.database import Database
@@ -46,7 +47,7 @@ from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id, who
 from .window_cache import WindowCache
 from .windows import StoredRun, StoredWindow, WindowProcessor, head_read
 
-__all__ = ('HEAD', 'Runs', 'SessionHead')
+__all__ = ('HEAD', 'Runs', 'SessionHead', 'window_on_path')
 
 
 class _Head(NamedTuple):
@@ -272,6 +273,11 @@ def _read(
         spans = [Span(segment_pk, 0, row.message_count)]
     else:
         spans = spans_of(segments_of(db.execute(segments_query(row.pk)).all()), segment_pk, row.message_count)
+    return row, db.execute(_window_read(len(spans)), _window_values(row, spans)).all()
+
+
+def _window_values(row: _Head, spans: Sequence[Span]) -> dict[str, Any]:
+    """`_window_read`'s parameters for the window `row` bounds on the path `spans`."""
     head = head_read(row.head_end, row.window_start)
     values: dict[str, Any] = {'session_pk': row.pk, 'window_start': row.window_start}
     for i, on in enumerate(spans):
@@ -283,7 +289,34 @@ def _read(
             f't{i}_from': max(row.window_start, on.start),
             f't{i}_to': on.end,
         }
-    return row, db.execute(_window_read(len(spans)), values).all()
+    return values
+
+
+async def window_on_path(
+    db: AsyncSession,
+    vault: Vault,
+    session: SessionRow,
+    spans: Sequence[Span],
+    head_end: int,
+    window_start: int,
+) -> StoredWindow:
+    """The window with bounds `head_end`, `window_start` on the path `spans` of `session`, read as a run's is (one
+    statement): a path the session is not on (yet), such as the one before a prompt sent again."""
+    assert spans, 'a window is read on a path that holds messages'
+    row = _Head(
+        pk=session.pk,
+        scope=session.scope,
+        revision=session.revision,
+        message_count=spans[-1].end,
+        head_end=head_end,
+        window_start=window_start,
+        active_segment_pk=spans[-1].segment_pk,
+        usage=session.usage,
+        deferred_tool_requests=None,
+        forked=None,
+    )
+    rows = (await db.execute(_window_read(len(spans)), _window_values(row, spans))).all()
+    return _stored_window(vault, row, rows)
 
 
 def _stored_window(vault: Vault, row: _Head, rows: _Rows) -> StoredWindow:

@@ -102,7 +102,10 @@ class StoredWindow:
             parts = list(summary_request(engine.kept_system_parts(first), self.summary[1]).parts)
         elif self.window_start > self.head_end:  # the system prompt's own message was cut
             parts = list(engine.kept_system_parts(first))
-        if parts and tail:
+        if parts and not tail:
+            # A path that ends at its summary (before a prompt sent again): the window is the bridge alone.
+            tail = [(self.window_start, ModelRequest(parts=parts), None, None)]
+        elif parts:
             position, opening, _, entry_id = tail[0]
             if isinstance(opening, ModelRequest):
                 # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request;

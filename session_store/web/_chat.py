@@ -2,10 +2,11 @@
 
 The endpoint takes what a Vercel AI SDK front end sends (`useChat`'s default `/api/chat`, body
 `{trigger, id, messages, ...}` with the session id as `id`), so it is also a back end for any such front
-end; the session page's own script sends the same. The adapter loads the stored conversation, runs the
-agent on the client's new turn, streams the answer as server-sent events and saves the run before it
-ends. A `regenerate-message` trigger, or a resubmitted user message id (an edit), replaces that turn and
-keeps the replaced one as a branch.
+end; the session page's own script sends the same. `dispatch_chat` runs it through the adapter: it loads the
+stored conversation, runs the agent on the client's new turn, streams the answer as server-sent events and saves
+the run before it ends. A `regenerate-message` trigger, or a resubmitted user message id (an edit), of any user
+message, summarized or not, replaces that turn and keeps the replaced one as a branch; each run has its own
+request budget.
 """
 
 from __future__ import annotations
@@ -15,19 +16,15 @@ import json
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
-from pydantic_ai.usage import UsageLimits
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .._ids import check_id
 from .._offline import resolve_model
+from ..chat import dispatch_chat
 from ..store import SessionStore
 
-__all__ = ('RUN_REQUEST_LIMIT', 'chat_agent', 'chat_response')
-
-
-RUN_REQUEST_LIMIT = 50
-"""The most model requests one chat run may make (pydantic-ai's default limit), whatever the session made before."""
+__all__ = ('chat_agent', 'chat_response')
 
 
 def chat_agent(model: Model | str | Agent[None, str]) -> Agent[None, str]:
@@ -51,13 +48,4 @@ async def chat_response(request: Request, store: SessionStore, agent: Agent[None
         return JSONResponse({'error': 'A chat request is a JSON object whose `id` is the session id.'}, status_code=400)
     record = await store.conversations.read_record(session_id)
     conversation_scope = scope if scope is not None or record is None else record.scope
-    # The run adds to the session's stored usage, and usage limits count that too: allow this run the
-    # default number of requests, however many the session made before.
-    before = record.usage.requests if record is not None and record.scope == conversation_scope else 0
-    return await VercelAIAdapter.dispatch_request(
-        request,
-        agent=agent,
-        conversation_store=store.conversations,
-        conversation_scope=conversation_scope,
-        usage_limits=UsageLimits(request_limit=before + RUN_REQUEST_LIMIT),
-    )
+    return await dispatch_chat(VercelAIAdapter, request, agent=agent, store=store, scope=conversation_scope)
