@@ -9,6 +9,10 @@ window of the path before the prompt (that path's own latest summary, nothing af
 itself, so the adapter's own cut leaves exactly that window; its save branches off the message before the prompt,
 and the replaced turn stays a branch, only once the new turn's run has completed, as with pydantic-ai's own
 resubmissions.
+
+A bare UI adapter on the store itself (no `dispatch_chat`) gets it wrong in both ways, and the store's save
+refuses both results (`refuse_resent_prompt`, `refuse_summary_cut_away`) rather than store them: the model has
+been called by then, but nothing is stored, and the error says what to use instead.
 """
 
 from __future__ import annotations
@@ -18,14 +22,18 @@ from dataclasses import replace
 
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import CompactionPart
 
 from processors.stored_conversations import keep_conversation
 
 from ._conversation_rows import window_entries
-from ._history.branches import BeforePrompt
+from ._db.database import Database
+from ._history.branches import BeforePrompt, prompt_position
+from ._history.records import LoadedWindow
 from ._ui_ids import prompt_ui_id, with_ui_message_id
 
-__all__ = ('ResubmittedPrompt',)
+__all__ = ('ResubmittedPrompt', 'refuse_resent_prompt', 'refuse_summary_cut_away')
 
 
 class ResubmittedPrompt(ConversationStore):
@@ -98,3 +106,52 @@ class ResubmittedPrompt(ConversationStore):
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         await self._store.delete_record(conversation_id, expected_revision=expected_revision)
+
+
+_USE_DISPATCH = (
+    'Dispatch chat requests with session_store.dispatch_chat (or run on `store.conversations.resubmitting(...)`), '
+    'which runs a turn sent again from the conversation as it stood before it.'
+)
+
+
+async def refuse_resent_prompt(
+    database: Database, conversation_id: str, new_entries: Sequence[ConversationEntry]
+) -> None:
+    """Refuse to append, as a new message, a prompt whose UI message id the active path already holds: a UI
+    adapter given only the loaded window appends an edit or regenerate of an older message so.
+
+    Raises:
+        UserError: The first new entry is such a prompt.
+    """
+    message_id = prompt_ui_id(new_entries[0].message) if new_entries else None
+    if message_id is None or await prompt_position(database, conversation_id, message_id) is None:
+        return
+    raise UserError(
+        f'Conversation {conversation_id!r}: message {message_id!r} was sent again (an edit or a regenerate), but it '
+        'is older than the window the store loads, so the UI adapter appended it as a new message; the run was not '
+        f'saved. {_USE_DISPATCH}'
+    )
+
+
+def refuse_summary_cut_away(saved: Conversation, window: LoadedWindow | None) -> None:
+    """Refuse a conversation that sends the first prompt of `window` (the one it was loaded as) again without the
+    summary riding in it: a UI adapter's edit or regenerate of that prompt cuts the window there, so its run was
+    sent none of the turns before it.
+
+    Raises:
+        UserError: `saved` is such a conversation.
+    """
+    if saved.new_message_index is not None or window is None or window.summary_pk is None:
+        return  # only a turn sent again is saved as a history rewritten from a message on
+    if window.window_start <= window.head_end or len(window.messages) <= window.head_end:
+        return
+    first_prompt = prompt_ui_id(window.messages[window.head_end])
+    for message in saved.messages:
+        if any(isinstance(part, CompactionPart) for part in message.parts):
+            return
+        if first_prompt is not None and prompt_ui_id(message) == first_prompt:
+            raise UserError(
+                f'Conversation {saved.conversation_id!r}: message {first_prompt!r} was sent again (an edit or a '
+                'regenerate) and run without the summary of the turns before it, which rides in that message in '
+                f"the loaded window, so the UI adapter's cut dropped it; the run was not saved. {_USE_DISPATCH}"
+            )

@@ -52,7 +52,7 @@ from ._history.turns import compact_if_due
 from ._history.window_cache import Recent
 from ._history.windows import WindowProcessor
 from ._ids import check_id, new_token
-from ._resubmitted import ResubmittedPrompt
+from ._resubmitted import ResubmittedPrompt, refuse_resent_prompt, refuse_summary_cut_away
 from ._telemetry import span
 from ._upkeep.retention import delete_rows
 from .errors import SessionConflict, SessionNotFound
@@ -178,6 +178,8 @@ class SQLConversationStore(ConversationStore):
         """
         saved = conversation.conversation if isinstance(conversation, AgentRunResult) else conversation
         row = self._rows.peek(saved.conversation_id)
+        if row is not None and row.revision == saved.revision:
+            self._check_summary_kept(saved)
         kept = _KEPT.set(row if row is not None and row.revision == saved.revision else None)
         try:
             return await super().save(conversation, scope=scope)
@@ -203,6 +205,13 @@ class SQLConversationStore(ConversationStore):
         except SessionNotFound:
             return None
         return None if before is None else ResubmittedPrompt(self, conversation_id, message_id, before)
+
+    def _check_summary_kept(self, saved: Conversation) -> None:
+        """`refuse_summary_cut_away` against the window kept in memory at the revision the conversation was loaded
+        at (a save of a conversation loaded elsewhere is not checked)."""
+        row = self._rows.peek(saved.conversation_id)
+        if self.processor is not None and row is not None:
+            refuse_summary_cut_away(saved, self._runs.window_at(saved.conversation_id, row.revision, self.processor))
 
     # Reading
 
@@ -370,6 +379,9 @@ class SQLConversationStore(ConversationStore):
             else DEFERRED.dump_python(record.deferred_tool_requests, mode='json')
         )
         if expected_revision is not None and new_entries:
+            head = self._head(conversation_id)
+            if head is None or head.revision != expected_revision or head.tip == new_entries[0].parent_id:
+                await refuse_resent_prompt(self._database, conversation_id, new_entries)
             # Most saves append a run after the stored head: the run cycle's own write, as a Session's run.
             appended = RunRecord(
                 # Copies, for the window kept in memory that the next load hands out and marks kept (the mark is

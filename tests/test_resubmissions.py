@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationRecord
@@ -28,11 +29,13 @@ from .test_conversation_door import (
     ADAPTERS,
     Assistant,
     StoreFactory,
+    adapter_app,
     compaction_texts,
     make_agent,
     marks,
     post,
     resubmit,
+    sse,
     summarizing,
 )
 
@@ -222,3 +225,44 @@ def test_run_limits_give_each_run_its_own_budget() -> None:
     assert (tight.request_limit, tight.tool_calls_limit, tight.input_tokens_limit) == (125, 63, 9_100)
     assert tight.total_tokens_limit == 9_800 + 1_000 and tight.output_tokens_limit is None
     assert run_limits(None).request_limit == UsageLimits().request_limit
+
+
+async def post_refused(app: Any, body: dict[str, Any]) -> str:
+    """The error the adapter streams for `body`: its text."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url='http://test') as client:
+        response = await client.post('/chat', json=body, headers={'accept': 'text/event-stream'})
+    errors = [e for e in sse(response.text) if e.get('type') in ('error', 'RUN_ERROR')]
+    assert errors, response.text
+    return str(errors[0].get('errorText') or errors[0].get('message'))
+
+
+@pytest.mark.slow_on_postgresql
+@pytest.mark.parametrize('adapter', ADAPTERS)
+async def test_the_bare_adapter_never_appends_a_turn_sent_again_nor_drops_its_summary(
+    store_factory: StoreFactory, adapter: str
+) -> None:
+    """Without `dispatch_chat`, pydantic-ai's adapter reaches only the loaded window: an older message sent again
+    would be appended as a new one, and the window's first prompt sent again would run without its summary. The
+    store refuses to save either, names what to use, and stores nothing."""
+    store, assistant, _, _ = await summarized_chat(store_factory, adapter)
+    bare = adapter_app(store, make_agent(assistant), ADAPTERS[adapter])
+    before = await store.history('c', limit=None)
+    branches = await (await store.session('c')).branches()
+    loaded = await store.conversations.load('c')
+    assert loaded is not None
+    first = int(prompts(loaded.messages)[0].split()[0][1:])
+    for body in (
+        resubmit(adapter, 'c', 'u5', 'T55 edited old'),
+        resubmit(adapter, 'c', f'u{first}', 'T77 edited'),
+    ):
+        error = await post_refused(bare, body)
+        assert 'was sent again' in error and 'dispatch_chat' in error, error
+        assert await store.history('c', limit=None) == before
+        assert await (await store.session('c')).branches() == branches
+    if adapter == 'vercel':  # pydantic-ai's adapter refuses a regenerate it can't find before calling the model
+        sent = len(assistant.requests)
+        await post_refused(bare, resubmit(adapter, 'c', 'u3', 'T3 please look this up', regenerate=True))
+        assert len(assistant.requests) == sent and await store.history('c', limit=None) == before
+    # A new message still goes on the path, and an edit of a later prompt of the window still branches.
+    await post(bare, resubmit(adapter, 'c', 'u30', 'T30 please look this up'))
+    assert len(await store.history('c', limit=None)) == len(before) + 4

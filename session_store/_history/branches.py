@@ -49,6 +49,7 @@ __all__ = (
     'last_prompt_position',
     'list_branches',
     'move_head',
+    'prompt_position',
     'rewind',
     'switch',
 )
@@ -145,6 +146,18 @@ async def before_prompt(
             tip=tip,
             branches=[str(t) for t in row.branches or ()],
         )
+
+
+async def prompt_position(database: Database, session_id: str, message_id: str) -> int | None:
+    """The position on the session's active path of its newest user prompt whose UI message id or entry id is
+    `message_id`; `None` if it has none (or there is no such session)."""
+    async with database.read() as db:
+        row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
+        if row is None:
+            return None
+        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
+        found = await _prompt_on_path(db, database.sealer.vault(session_id, row.pk), spans, message_id)
+    return None if found is None else found[0]
 
 
 async def _prompt_on_path(
