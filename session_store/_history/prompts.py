@@ -8,7 +8,7 @@ resubmits one, names it so; `requests_with_id` finds where it is stored, on any 
 
 from __future__ import annotations
 
-from sqlalchemy import and_, bindparam, case, or_, select
+from sqlalchemy import bindparam, desc, not_, null, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import is_turn_start
@@ -21,28 +21,30 @@ __all__ = ('requests_with_id',)
 _ENTRY_ID_CHARACTERS = 64
 """The longest entry id (the column's width): a longer id is no entry's."""
 
-_by_entry = MessageRow.entry_id == bindparam('entry_id')
-_REQUESTS_WITH_ID = (
+_session_pk = MessageRow.session_pk == bindparam('session_pk')
+_has_ui_id = MessageRow.ui_message_id.in_(bindparam('forms', expanding=True))
+_REQUESTS_WITH_ID = union_all(
+    # Found by UI id, on the (session_pk, ui_message_id) index: a row holds one only if it holds a user prompt.
+    select(MessageRow.pk, MessageRow.segment_pk, MessageRow.position, MessageRow.entry_id, null(), null()).where(
+        _session_pk, _has_ui_id
+    ),
+    # Found by entry id, on its unique index (unless found above): its payload, to check it holds a user prompt.
     select(
+        MessageRow.pk,
         MessageRow.segment_pk,
         MessageRow.position,
         MessageRow.entry_id,
-        # Only the row found by its entry id has yet to show it holds a user prompt; one found by its UI id does.
-        case((_by_entry, MessageRow.payload)),
+        MessageRow.payload,
         select(SessionRow.session_id).where(SessionRow.pk == bindparam('session_pk')).scalar_subquery(),
-    )
-    .where(
-        # Each side whole, so each is one index lookup: (session_pk, ui_message_id), and the unique entry_id.
-        or_(
-            and_(
-                MessageRow.session_pk == bindparam('session_pk'),
-                MessageRow.ui_message_id.in_(bindparam('forms', expanding=True)),
-            ),
-            and_(_by_entry, MessageRow.session_pk == bindparam('session_pk'), MessageRow.kind == 'request'),
-        )
-    )
-    .order_by(MessageRow.pk.desc())
-)
+    ).where(
+        MessageRow.entry_id == bindparam('entry_id'),
+        _session_pk,
+        MessageRow.kind == 'request',
+        or_(MessageRow.ui_message_id.is_(None), not_(_has_ui_id)),
+    ),
+).order_by(desc(MessageRow.pk.key))
+"""Two index lookups in one statement. Not one OR of both: SQLite and PostgreSQL both take the `session_pk` the two
+sides share for the index condition and filter the session's every row by the rest."""
 
 
 async def requests_with_id(
@@ -52,9 +54,10 @@ async def requests_with_id(
     of each, on any branch, newest (highest primary key) first; `[]` if none.
 
     A request is known as `message_id` if it holds a user prompt and either carries `message_id` as its UI message
-    id (stored clear or under any of the store's keys) or has it as its entry id. One SELECT, on the
-    `(session_pk, ui_message_id)` index and the unique entry id; only a request found by its entry id is decoded,
-    to check it holds a user prompt (a row sealed with a key the store wasn't given raises `KeyUnavailable`).
+    id (stored clear or under any of the store's keys) or has it as its entry id. One statement: a lookup on the
+    `(session_pk, ui_message_id)` index and one on the unique entry id, so O(log n) however long the session. Only
+    a request found by its entry id alone is decoded, to check it holds a user prompt (a row sealed with a key the
+    store wasn't given raises `KeyUnavailable`).
     """
     forms = sealer.ui_id_forms(message_id)
     if not forms:  # not valid Unicode: no stored message carries it, and no database can be asked for it
@@ -63,6 +66,6 @@ async def requests_with_id(
     rows = await db.execute(_REQUESTS_WITH_ID, {'session_pk': session_pk, 'forms': forms, 'entry_id': entry_id})
     return [
         (segment_pk, position, entry)
-        for segment_pk, position, entry, payload, session_id in rows
+        for _, segment_pk, position, entry, payload, session_id in rows
         if payload is None or is_turn_start(sealer.message(session_id, session_pk, position, payload))
     ]
