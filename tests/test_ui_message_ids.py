@@ -235,7 +235,7 @@ async def test_an_encrypted_store_holds_no_clear_ui_id_and_finds_them_under_ever
     assert result.messages == len(CHAT_COLUMN)
     rehashed = [ui_id for _, ui_id in await column(store)]
     assert [h is None for h in rehashed] == [h is None for h in hashes]
-    assert not set(rehashed) - {None} & set(hashes), 'every hash made again under the new key'
+    assert not (set(rehashed) - {None}) & set(hashes), 'every hash made again under the new key'
     assert rehashed[0] == rehashed[6] != rehashed[2] == rehashed[4]
     await rotated.vacuum()
     assert PRIVATE.encode() not in await database_text(store, db_url)
