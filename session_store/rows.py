@@ -87,7 +87,10 @@ class MessageRow(Base):
     """One archived message, at its position in its session."""
 
     __tablename__ = 'messages'
-    __table_args__ = (UniqueConstraint('segment_pk', 'position', name='uq_messages_segment_position'),)
+    __table_args__ = (
+        UniqueConstraint('segment_pk', 'position', name='uq_messages_segment_position'),
+        Index('ix_messages_session_ui_id', 'session_pk', 'ui_message_id'),
+    )
 
     pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
     session_pk: Mapped[int] = mapped_column(Key, ForeignKey('sessions.pk', ondelete='CASCADE'))
@@ -103,6 +106,9 @@ class MessageRow(Base):
     """The text the message carries, for search; in an encrypted store, the blind hashes of its words."""
     tokens: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime]
+    ui_message_id: Mapped[str | None] = mapped_column(String(255))
+    """The UI message id a request holding a user prompt carries (`Sealer.ui_id_form`), for finding a resubmitted
+    prompt in one index lookup; in an encrypted store, its blind hash. `None` for every other message."""
 
 
 class SummaryRow(Base):

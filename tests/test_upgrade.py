@@ -2,11 +2,13 @@
 
 `fixtures/release-0.1.db` was written by session-store 0.1 (schema revision 0003) and
 `fixtures/release-0.1.json` holds what 0.1 itself read back from it; `fixtures/make_release_0_1.py`
-made both.
+made both. Its requests, and those of a database at revision 0004, get the UI message ids their prompts
+carry in a column of their own (revision 0005) from `session-store migrate`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from datetime import UTC, datetime
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest
 from pydantic_ai.models.function import FunctionModel
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -24,9 +26,15 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from processors import SummarizationProcessor
 from session_store import SessionExport, SessionStore
+from session_store._codec import dump_message, load_message
 from session_store._db.schema import _config, head_revision
+from session_store._db.sealing import Sealer
+from session_store._ui_ids import with_ui_message_id
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 from testkit.templates import NewDatabase
+from tests.test_cli import cli, fails, ok
+from tests.test_encryption import keys
+from tests.test_ui_message_ids import CHAT_COLUMN, chat, check_chat_found, column, found, say
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 EXPECTED: dict[str, Any] = json.loads((FIXTURES / 'release-0.1.json').read_text())
@@ -139,3 +147,138 @@ async def test_the_upgrade_and_its_downgrade_keep_every_summary_chain_linked(rel
         await connection.run_sync(lambda sync: command.downgrade(_config(sync), '0003'))
     assert await links() == upgraded
     await store.close()
+
+
+# UI message ids (revision 0005)
+
+PLANTED = {('short', 0): 'r01-prompt', ('short', 2): 'r01-tools', ('saved', 4): 'r01-sealed'}
+"""UI ids given to requests of the 0.1 database, as 0.1 stored what a UI adapter handed it: a prompt's, a request
+holding only tool returns (no prompt: never in the column), and a prompt sealed under `keys('k1')`."""
+
+
+async def plant_ui_ids(url: str) -> None:
+    """Give the requests `PLANTED` names their UI ids, in the payload only (as a store before 0005 kept them)."""
+    engine = create_async_engine(url)
+    sealer = Sealer(keys('k1'))
+    select_row = text(
+        'SELECT m.pk, m.session_pk, m.payload FROM messages m JOIN sessions s ON s.pk = m.session_pk '
+        'WHERE s.session_id = :id AND m.position = :position'
+    )
+    try:
+        async with engine.begin() as connection:
+            for (session_id, position), ui_id in PLANTED.items():
+                pk, session_pk, payload = (
+                    await connection.execute(select_row, {'id': session_id, 'position': position})
+                ).one()
+                request = load_message(payload)
+                assert isinstance(request, ModelRequest)
+                planted = dump_message(with_ui_message_id(request, ui_id))
+                if ui_id == 'r01-sealed':
+                    planted = sealer.seal(session_pk, 'message', planted)
+                await connection.execute(
+                    text('UPDATE messages SET payload = :payload WHERE pk = :pk'), {'payload': planted, 'pk': pk}
+                )
+    finally:
+        await engine.dispose()
+
+
+def test_session_store_migrate_gives_a_release_0_1_database_the_ui_ids_of_its_clear_prompts(
+    new_database: NewDatabase, tmp_path: Path
+) -> None:
+    url = new_database(empty=True)
+    if url.startswith('sqlite'):
+        shutil.copy(FIXTURES / 'release-0.1.db', str(make_url(url).database))
+    else:
+        asyncio.run(transplant_release_0_1(url))
+    asyncio.run(plant_ui_ids(url))
+    head = head_revision()
+    fails(cli('sessions', db=url, cwd=tmp_path), f'at schema revision 0003, older than {head}', 'session-store migrate')
+    assert f'from schema revision 0003 to {head}' in ok(cli('migrate', db=url, cwd=tmp_path))
+    assert 'nothing to do' in ok(cli('migrate', db=url, cwd=tmp_path))
+    assert all(session_id in ok(cli('sessions', db=url, cwd=tmp_path)) for session_id in EXPECTED)
+    asyncio.run(_check_release_0_1_ui_ids(url))
+
+
+async def _check_release_0_1_ui_ids(url: str) -> None:
+    async with SessionStore(url, encryption=keys('k1')) as store:
+        # Only the clear prompt is filled in: not the request without a prompt, not the sealed one, nothing else.
+        for session_id, expected in EXPECTED.items():
+            filled = [(p, ui_id) for p, (_, ui_id) in enumerate(await column(store, session_id)) if ui_id is not None]
+            assert filled == ([(0, 'r01-prompt')] if session_id == 'short' else []), session_id
+            history = await store.history(session_id, limit=None)
+            assert len(history) == len(expected['history']), session_id
+        [hit] = await found(store, 'short', 'r01-prompt')
+        assert (hit.position, hit.prompt, hit.ui_id) == (0, 'Turn M0 of short', 'r01-prompt')
+        assert await found(store, 'short', 'r01-tools') == []
+        # The sealed prompt is found by its entry id (decoded with the key), and by its UI id once a rekey made it.
+        assert await found(store, 'saved', 'r01-sealed') == []
+        record = await store.conversations.read_record('saved')
+        assert record is not None and record.head_id is not None
+        sealed_entry = (await store.conversations.read_history(record.head_id))[4]
+        [by_entry] = await found(store, 'saved', sealed_entry.id)
+        assert (by_entry.position, by_entry.ui_id) == (4, 'r01-sealed')
+    async with SessionStore(url, encryption=keys('k2', 'k1')) as rotated:
+        await rotated.rekey()
+        assert await found(rotated, 'saved', 'r01-sealed') == [by_entry]
+        # The old session carries on through both doors, and its new prompts are found by their UI ids.
+        agent = scripted_agent(ParallelToolAssistant())
+        await say(rotated, 'short', 'r01-next', 'Turn S9 from a front end', agent)
+        await (await rotated.session('short', scope='user-8')).run(agent, 'Turn S10')
+        [next_hit] = await found(rotated, 'short', 'r01-next')
+        assert (next_hit.position, next_hit.prompt) == (8, 'Turn S9 from a front end')
+        assert len(await rotated.history('short', limit=None)) == 16
+
+
+def test_session_store_migrate_backfills_a_database_at_revision_0004(new_database: NewDatabase, tmp_path: Path) -> None:
+    url = new_database()
+    chat(url)  # clear: a front end's conversation c1, with a regenerate and an edit
+    before = asyncio.run(_sealed_session_then_downgrade(url))
+    head = head_revision()
+    fails(cli('sessions', db=url, cwd=tmp_path), f'at schema revision 0004, older than {head}', 'session-store migrate')
+    assert f'from schema revision 0004 to {head}' in ok(cli('migrate', db=url, cwd=tmp_path))
+    asyncio.run(_check_0004_backfilled(url, before))
+
+
+async def _sealed_session_then_downgrade(url: str) -> list[tuple[str, str | None]]:
+    """Add an encrypted session beside `chat`'s clear one, then take the database back to revision 0004; the
+    column as it was before."""
+    async with SessionStore(url, encryption=keys('k1')) as store:
+        agent = scripted_agent(ParallelToolAssistant())
+        for turn in range(2):
+            await say(store, 'sealed', f's{turn}', f'Turn Z{turn}', agent)
+        before = await column(store)
+        async with store.engine.begin() as connection:
+            await connection.run_sync(lambda sync: command.downgrade(_config(sync), '0004'))
+            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0004'
+            columns = await connection.run_sync(
+                lambda sync: [c['name'] for c in sa.inspect(sync).get_columns('messages')]
+            )
+            indexes = await connection.run_sync(
+                lambda sync: [i['name'] for i in sa.inspect(sync).get_indexes('messages')]
+            )
+    assert 'ui_message_id' not in columns and 'ix_messages_session_ui_id' not in indexes
+    assert 'payload' in columns
+    return before
+
+
+async def _check_0004_backfilled(url: str, before: list[tuple[str, str | None]]) -> None:
+    async with SessionStore(url, encryption=keys('k1')) as store:
+        async with store.engine.connect() as connection:
+            indexes = await connection.run_sync(lambda sync: sa.inspect(sync).get_indexes('messages'))
+        assert {'name': 'ix_messages_session_ui_id', 'column_names': ['session_pk', 'ui_message_id']} in [
+            {'name': i['name'], 'column_names': i['column_names']} for i in indexes
+        ]
+        after = await column(store)
+        # The clear rows hold again exactly what the store wrote; the sealed ones are left for a rekey.
+        assert after[: len(CHAT_COLUMN)] == before[: len(CHAT_COLUMN)] == CHAT_COLUMN
+        assert [ui_id for _, ui_id in after[len(CHAT_COLUMN) :]] == [None] * (len(before) - len(CHAT_COLUMN))
+        assert [ui_id is None for _, ui_id in before[len(CHAT_COLUMN) :]] == [False, True, True, True] * 2
+        await check_chat_found(store)
+        assert await found(store, 'sealed', 's1') == []
+        agent = scripted_agent(ParallelToolAssistant())
+        await say(store, 'c1', 'u9', 'Turn C9', agent)
+        assert [(h.position, h.prompt) for h in await found(store, 'c1', 'u9')] == [(2, 'Turn C9')]
+    async with SessionStore(url, encryption=keys('k2', 'k1')) as rotated:
+        await rotated.rekey()
+        assert [(h.position, h.prompt, h.ui_id) for h in await found(rotated, 'sealed', 's1')] == [(4, 'Turn Z1', 's1')]
+        await check_chat_found(rotated)

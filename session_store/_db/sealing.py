@@ -15,6 +15,10 @@ counts, token counts and timestamps stay clear, so the store still finds, orders
   under a key derived from the master key, 80 bits each) of its distinct lowercased words, sorted, so
   the index holds no word and no word order. Exact words still match; phrases are checked against the
   opened text (see `_history.search`); stemming, partial words and ranking by frequency are gone.
+- **UI message ids are blind too.** A request's UI message id (`_ui_ids`), kept in its own indexed column so a
+  resubmitted prompt is found in one lookup, is stored as its keyed hash under a key of its own (so it never
+  equals a word's hash in the search index); a lookup asks for every key's hash, and for the clear id that
+  rows stored before sealing hold.
 
 AES-256-GCM rather than Fernet: authenticated like Fernet, with 28 bytes of overhead instead of 57
 plus base64 of everything, the kind and session bound in as associated data, and hardware AES on the
@@ -26,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
 import hmac
 import json
 import os
@@ -38,6 +43,7 @@ from pydantic_ai.messages import ModelMessage
 from processors import message_text
 
 from .._codec import decode
+from .._ui_ids import prompt_ui_id
 from ..encryption import Encryption
 from ..errors import KeyUnavailable
 from .fulltext import words
@@ -56,6 +62,8 @@ Kind = Literal['message', 'summary', 'metadata', 'deferred tool requests']
 _NONCE = 12
 _KEYS_KEPT = 4_096
 _BLIND_BYTES = 10
+_UI_ID_CHARACTERS = 255
+"""The longest UI message id stored as it is (the column's width); a longer one is stored as its digest."""
 
 
 def key_id_of(stored: Any) -> str | None:
@@ -79,6 +87,9 @@ class Sealer:
         self._session_keys: OrderedDict[tuple[str, int], AESGCM] = OrderedDict()
         self._blind = {
             key_id: _derive(master, b'session-store blind index') for key_id, master in self._masters.items()
+        }
+        self._blind_ui_ids = {
+            key_id: _derive(master, b'session-store blind ui message ids') for key_id, master in self._masters.items()
         }
 
     @property
@@ -160,6 +171,25 @@ class Sealer:
         """The forms `word` takes in the index: as itself in clear rows, and its blind hash under each key."""
         return [word, *(_blind(key, word) for key in self._blind.values())]
 
+    def ui_id_form(self, message: ModelMessage) -> str | None:
+        """What the `ui_message_id` column holds for `message`: the UI message id of a request holding a user prompt,
+        or when sealing, its blind hash under the current key; `None` for any other message."""
+        ui_id = prompt_ui_id(message)
+        if ui_id is None:
+            return None
+        if self.current is None:
+            return _clear_ui_id(ui_id)
+        return _blind(self._blind_ui_ids[self.current], ui_id)
+
+    def ui_id_forms(self, ui_id: str) -> list[str]:
+        """The forms UI message id `ui_id` takes in the column: as itself in clear rows, and its blind hash under each
+        key; none for an id no stored message can carry (text that isn't valid Unicode, see `dump_message`)."""
+        try:
+            ui_id.encode()
+        except UnicodeEncodeError:
+            return []
+        return [_clear_ui_id(ui_id), *(_blind(key, ui_id) for key in self._blind_ui_ids.values())]
+
     def vault(self, session_id: str, session_pk: int) -> Vault:
         """This sealer bound to one session."""
         return Vault(self, session_id, session_pk)
@@ -211,6 +241,14 @@ def _derive(master: bytes, info: bytes) -> bytes:
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=b'session-store', info=info).derive(master)
+
+
+def _clear_ui_id(ui_id: str) -> str:
+    """A UI message id as a clear row holds it: itself, unless longer than the column or holding a NUL (which
+    PostgreSQL text can't), then its SHA-256 digest: an id comes from the client, and must never fail a save."""
+    if len(ui_id) <= _UI_ID_CHARACTERS and '\x00' not in ui_id:
+        return ui_id
+    return 'sha256:' + hashlib.sha256(ui_id.encode()).hexdigest()
 
 
 @functools.lru_cache(maxsize=65_536)

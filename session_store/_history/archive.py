@@ -163,7 +163,7 @@ def message_rows(
 ) -> list[dict[str, Any]]:
     """`messages` as rows at positions `start..` of a segment, with new entry ids unless the caller's have them."""
     moment = now()
-    search_text = vault.sealer.search_text
+    search_text, ui_id_form = vault.sealer.search_text, vault.sealer.ui_id_form
     return [
         {
             'session_pk': vault.session_pk,
@@ -176,6 +176,7 @@ def message_rows(
             'text': search_text(message),
             'tokens': count,
             'created_at': moment,
+            'ui_message_id': ui_id_form(message),
         }
         for offset, (message, count) in enumerate(zip(messages, tokens, strict=True))
     ]
@@ -205,7 +206,19 @@ def _insert_of(row: type[Base], columns: Sequence[str]) -> Insert:
 
 MESSAGE_INSERT = _insert_of(
     MessageRow,
-    ('session_pk', 'segment_pk', 'position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens', 'created_at'),
+    (
+        'session_pk',
+        'segment_pk',
+        'position',
+        'entry_id',
+        'run_id',
+        'kind',
+        'payload',
+        'text',
+        'tokens',
+        'created_at',
+        'ui_message_id',
+    ),
 )
 """A row of `message_rows`, inserted."""
 SUMMARY_INSERT = _insert_of(
@@ -251,9 +264,10 @@ async def copy_path(
 ) -> int:
     """Copy the path's messages below `end` into another session's segment, at the same positions; how many were copied.
 
-    Copies keep their payload, search text, token count and timestamp, and get entry ids `<fresh token>-<position>`:
-    unique, because the token is new. A clear store copies with one INSERT ... SELECT, so the payloads never
-    leave the database; a sealed payload is opened and sealed again under the target session's own key.
+    Copies keep their payload, search text, UI message id, token count and timestamp, and get entry ids
+    `<fresh token>-<position>`: unique, because the token is new. A clear store copies with one INSERT ... SELECT,
+    so the payloads never leave the database; a sealed payload is opened and sealed again under the target
+    session's own key (and its search text and UI message id made again under the current key).
     """
     prefix = new_token() + '-'
     if not source.sealer.encrypting:
@@ -296,7 +310,10 @@ async def _copy_clear(
         MessageRow.text,
         MessageRow.tokens,
         MessageRow.created_at,
+        MessageRow.ui_message_id,
     ).where(MessageRow.payload.not_like(f'{SEALED}%'))
     columns = ['session_pk', 'segment_pk', 'position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens']
-    copied = await db.execute(insert(MessageRow).from_select([*columns, 'created_at'], on_path(copy, spans, (0, end))))
+    copied = await db.execute(
+        insert(MessageRow).from_select([*columns, 'created_at', 'ui_message_id'], on_path(copy, spans, (0, end)))
+    )
     return int(copied.rowcount)  # type: ignore[attr-defined]

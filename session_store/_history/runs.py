@@ -430,7 +430,7 @@ def _advance_and_append() -> Select[int]:
     return select(func.count()).select_from(moved).add_cte(appended.cte('appended'))
 
 
-_APPENDED_COLUMNS = ('position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens')
+_APPENDED_COLUMNS = ('position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens', 'ui_message_id')
 _ADVANCE_AND_APPEND = _advance_and_append()
 
 

@@ -145,7 +145,7 @@ def _batch(table: Table, after: int, limit: int, *values: ColumnElement[Any]) ->
 
 
 class _MessageValues:
-    """Message payloads, whose search text is made again with them (a blind index under the new key)."""
+    """Message payloads, whose search text and UI message id are made again with them (blind, under the new key)."""
 
     name = 'messages'
 
@@ -159,13 +159,18 @@ class _MessageValues:
         sealer = batch.sealer
         opened = sealer.open(session_id, session_pk, 'message', payload, f'the message at position {position}')
         message = decode(session_id, position, opened)
-        return {'b_pk': pk, 'payload': sealer.seal(session_pk, 'message', opened), 'text': sealer.search_text(message)}
+        return {
+            'b_pk': pk,
+            'payload': sealer.seal(session_pk, 'message', opened),
+            'text': sealer.search_text(message),
+            'ui_message_id': sealer.ui_id_form(message),
+        }
 
     def write(self) -> Any:
         return (
             _messages.update()
             .where(_messages.c.pk == bindparam('b_pk'))
-            .values(payload=bindparam('payload'), text=bindparam('text'))
+            .values(payload=bindparam('payload'), text=bindparam('text'), ui_message_id=bindparam('ui_message_id'))
         )
 
 
