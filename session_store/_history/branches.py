@@ -21,11 +21,11 @@ from .._codec import load_usage, now, utc
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
 from .._ids import new_token
-from .._ui_ids import prompt_ui_id
 from ..errors import SessionConflict
 from ..results import Branch
 from ..rows import MessageRow, SegmentRow, SessionRow
 from .archive import add_root_segment, copy_path, insert_segment, insert_summary, new_session_row
+from .prompts import requests_with_id
 from .records import LoadedWindow, NewSummary
 from .runs import window_on_path
 from .tree import (
@@ -164,32 +164,12 @@ async def _prompt_on_path(
     db: AsyncSession, vault: Vault, spans: list[Span], message_id: str
 ) -> tuple[int, ModelMessage, str] | None:
     """The newest request on the path holding a user prompt whose UI message id or entry id is `message_id`: its
-    position, message and entry id."""
-    for span in reversed(spans):
-        end = span.end
-        while end > span.start:
-            rows = (
-                await db.execute(
-                    select(MessageRow.position, MessageRow.payload, MessageRow.entry_id)
-                    .where(
-                        MessageRow.segment_pk == span.segment_pk,
-                        MessageRow.position >= span.start,
-                        MessageRow.position < end,
-                        MessageRow.kind == 'request',
-                    )
-                    .order_by(MessageRow.position.desc())
-                    .limit(_PROMPT_BATCH)
-                )
-            ).all()
-            for at, payload, entry_id in rows:
-                message = vault.message(at, payload)
-                if prompt_ui_id(message) == message_id or (
-                    entry_id == message_id and any(isinstance(part, UserPromptPart) for part in message.parts)
-                ):
-                    return at, message, entry_id
-            if len(rows) < _PROMPT_BATCH:
-                break
-            end = rows[-1][0]
+    position, message and entry id. Two index lookups, then the one row decoded."""
+    for segment_pk, position, entry_id in await requests_with_id(db, vault.sealer, vault.session_pk, message_id):
+        if any(span.segment_pk == segment_pk and span.start <= position < span.end for span in spans):
+            payload = await db.scalar(select(MessageRow.payload).where(MessageRow.entry_id == entry_id))
+            assert payload is not None
+            return position, vault.message(position, payload), entry_id
     return None
 
 
