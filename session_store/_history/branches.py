@@ -121,11 +121,11 @@ async def before_prompt(
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
         vault = database.sealer.vault(session_id, row.pk)
-        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
-        found = await _prompt_on_path(db, vault, spans, message_id)
+        found = await _prompt_on_path(db, vault, row, message_id)
         if found is None:
             return None
         position, prompt, prompt_id = found
+        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
         window, before_window = None, None
         if position > 0:
             kept = truncated(spans, position)
@@ -155,17 +155,21 @@ async def prompt_position(database: Database, session_id: str, message_id: str) 
         row = await db.scalar(select(SessionRow).where(SessionRow.session_id == session_id))
         if row is None:
             return None
-        spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
-        found = await _prompt_on_path(db, database.sealer.vault(session_id, row.pk), spans, message_id)
+        found = await _prompt_on_path(db, database.sealer.vault(session_id, row.pk), row, message_id)
     return None if found is None else found[0]
 
 
 async def _prompt_on_path(
-    db: AsyncSession, vault: Vault, spans: list[Span], message_id: str
+    db: AsyncSession, vault: Vault, row: SessionRow, message_id: str
 ) -> tuple[int, ModelMessage, str] | None:
-    """The newest request on the path holding a user prompt whose UI message id or entry id is `message_id`: its
-    position, message and entry id. Two index lookups, then the one row decoded."""
-    for segment_pk, position, entry_id in await requests_with_id(db, vault.sealer, vault.session_pk, message_id):
+    """The newest request on the session's active path holding a user prompt whose UI message id or entry id is
+    `message_id`: its position, message and entry id. Two index lookups; the path and the one row found are read
+    only when a request anywhere in the session is known so (a new message, the common case, costs one read)."""
+    found = await requests_with_id(db, vault.sealer, vault.session_pk, message_id)
+    if not found:
+        return None
+    spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
+    for segment_pk, position, entry_id in found:
         if any(span.segment_pk == segment_pk and span.start <= position < span.end for span in spans):
             payload = await db.scalar(select(MessageRow.payload).where(MessageRow.entry_id == entry_id))
             assert payload is not None
