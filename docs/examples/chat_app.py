@@ -1,0 +1,140 @@
+"""A chat back end for a Vercel AI SDK front end (`useChat`), kept in session-store: one file, Starlette.
+
+Every chat is stored whole (SQLite, or PostgreSQL), a long one is summarized as it goes, a user can edit or
+regenerate any of their messages however old, and each user reaches only their own chats. Run it with the `web`
+extra (Starlette and uvicorn), offline:
+
+    CHAT_MODEL=test CHAT_SUMMARIZER=test CHAT_TOKENS=alice-token=alice,bob-token=bob uvicorn chat_app:app
+
+Settings, read from the environment when the app starts:
+
+    CHAT_DATABASE_URL  the store: sqlite+aiosqlite:///chats.db (the default), or postgresql+asyncpg://...
+    CHAT_MODEL         the agent's model: openai:gpt-4.1 (the default; it needs OPENAI_API_KEY), any pydantic-ai
+                       model name, or test (offline: it answers by quoting the prompt)
+    CHAT_SUMMARIZER    the model that summarizes a long chat: openai:gpt-4.1-mini (the default), or test
+                       (pydantic-ai's offline TestModel, whose summaries are placeholders)
+    CHAT_TOKENS        who may chat: token=user pairs, comma separated
+
+POST /api/chat, with `Authorization: Bearer <token>`, takes the body `useChat` sends:
+
+    {
+      "trigger": "submit-message" | "regenerate-message",
+      "id": "<chat id>",
+      "messages": [<UIMessage>, ...],   the whole chat as the client holds it, or only its last message
+      "messageId": "<message id>"       regenerate-message only: the answer to replace (optional)
+    }
+    <UIMessage> = {"id": "<message id>", "role": "user" | "assistant", "parts": [{"type": "text", "text": "..."}]}
+
+and answers with the AI SDK's UI message stream: server-sent events (`text/event-stream`), a `data: {...}`
+chunk each (`start`, `text-start`, `text-delta`s, `text-end`, ..., `data-conversation-saved` once the turn is
+stored, `finish`), then `data: [DONE]`.
+
+- The new turn is the client's messages after its last answer. A user message whose id the chat already holds
+  (`useChat`'s edit, `sendMessage({text, messageId})`), or a `regenerate-message`, replaces that turn however
+  old: the model is sent the chat as it stood before it (its latest summary from before that message, and the
+  messages since), and the turn replaced stays stored as a branch. Any other message is a new turn.
+- A chat id nobody has starts a chat of this user's; one another user's chat has is 404, as on GET.
+- Each turn gets pydantic-ai's default usage limits (50 requests) to itself, however long the chat.
+
+GET /api/chat/<chat id> answers `{"messages": [<UIMessage>, ...]}`: the chat's messages with the ids its
+prompts were sent with, what `useChat` starts from after a reload.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from pydantic_ai import Agent
+from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from processors import SummarizationProcessor
+from session_store import SessionNotFound, SessionStore, dispatch_chat
+from session_store.web import resolve_model
+
+INSTRUCTIONS = 'You are a helpful assistant. Answer briefly.'
+
+
+@dataclass(frozen=True)
+class Chats:
+    """What the app runs on, made when it starts: the store, the agent, and who may chat."""
+
+    store: SessionStore
+    agent: Agent[None, str]
+    users: dict[str, str]  # token -> user
+
+    def user(self, request: Request) -> str | None:
+        """The user whose token the request carries (`Authorization: Bearer <token>`), or `None`."""
+        scheme, _, token = request.headers.get('authorization', '').partition(' ')
+        if scheme.lower() != 'bearer' or not token:
+            return None
+        for known, user in self.users.items():
+            if hmac.compare_digest(token.encode(), known.encode()):
+                return user
+        return None
+
+
+def tokens(setting: str) -> dict[str, str]:
+    """`CHAT_TOKENS` (`token=user,token=user`) as a dict of token to user."""
+    pairs = [pair.strip().partition('=') for pair in setting.split(',') if pair.strip()]
+    return {token.strip(): user.strip() for token, _, user in pairs if token.strip() and user.strip()}
+
+
+@asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    """Open the store when the app starts and close it when it stops."""
+    summarizer = SummarizationProcessor(
+        os.environ.get('CHAT_SUMMARIZER', 'openai:gpt-4.1-mini'),  # a cheap model is enough
+        trigger=('messages', 40),  # once the window holds 40 messages, summarize the oldest
+        keep=('messages', 12),  # down to the 12 newest
+    )
+    url = os.environ.get('CHAT_DATABASE_URL', 'sqlite+aiosqlite:///chats.db')
+    async with SessionStore(url, processor=summarizer) as store:
+        await store.ready()  # a wrong URL fails now, not at the first chat (an empty database is migrated)
+        agent = Agent(resolve_model(os.environ.get('CHAT_MODEL', 'openai:gpt-4.1')), instructions=INSTRUCTIONS)
+        app.state.chats = Chats(store, agent, tokens(os.environ.get('CHAT_TOKENS', '')))
+        yield
+
+
+def unauthorized() -> Response:
+    return JSONResponse(
+        {'error': 'Send your token as `Authorization: Bearer <token>`.'},
+        status_code=401,
+        headers={'WWW-Authenticate': 'Bearer'},
+    )
+
+
+async def chat(request: Request) -> Response:
+    """POST /api/chat: one turn, streamed, and stored under the user's scope."""
+    chats: Chats = request.app.state.chats
+    user = chats.user(request)
+    if user is None:
+        return unauthorized()
+    return await dispatch_chat(VercelAIAdapter, request, agent=chats.agent, store=chats.store, scope=user)
+
+
+async def messages(request: Request) -> Response:
+    """GET /api/chat/<chat id>: the chat's messages (its active branch), as `useChat` holds them."""
+    chats: Chats = request.app.state.chats
+    user = chats.user(request)
+    if user is None:
+        return unauthorized()
+    try:
+        history = await chats.store.history(request.path_params['chat_id'], scope=user)
+    except (SessionNotFound, ValueError):  # nobody's, another user's, or no id a chat can have
+        return JSONResponse({'error': 'No such chat.'}, status_code=404)
+    dumped = VercelAIAdapter.dump_messages(history)
+    return JSONResponse({'messages': [m.model_dump(mode='json', by_alias=True, exclude_none=True) for m in dumped]})
+
+
+app = Starlette(
+    routes=[Route('/api/chat', chat, methods=['POST']), Route('/api/chat/{chat_id}', messages, methods=['GET'])],
+    lifespan=lifespan,
+)
