@@ -13,10 +13,16 @@ Every fenced block has a language, and its language says how it is checked:
   first). It must exit 0; the `#>` lines after it, if any, must equal what it printed (stdout and stderr,
   at rich's 80 columns).
 - ```text: a picture or a file's shape, not code; nothing runs.
+- ```tsx: a browser's code (a React front end), which nothing here can run: it is always marked not run.
 
 A block that can't run here is marked on the line before its fence: `<!-- not run: REASON -->`. The reason
 says why (it starts a server, installs packages, runs the test suite itself) and, when something else runs it,
 what.
+
+A Python block whose one line is `--8<-- "docs/examples/NAME.py"` shows that file whole: mkdocs pastes it in
+(pymdownx.snippets, which fails the build on a missing file). Such a file is a program of its own (a server,
+say), so it is not run as a block: its own test module, `tests/test_NAME.py`, runs it, and must exist. Every file
+in `docs/examples/` is shown so on some page.
 
 Offline substitution: before a Python block runs, its source text is rewritten so that every provider model
 name in a string literal (`'openai:gpt-4.1'`, any `'provider:model'`) becomes `offline_model()`, a pydantic-ai
@@ -48,6 +54,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / 'README.md'
 DOCS = REPO / 'docs'
+EXAMPLES = DOCS / 'examples'
+"""Example files a page shows whole, each run by a test module of its own."""
 TIMEOUT = 120.0
 
 PROVIDER_MODEL = re.compile(
@@ -74,10 +82,13 @@ RUNNER = textwrap.dedent(
     """
 )
 
-LANGUAGES = {'python': 'python', 'py': 'python', 'bash': 'bash', 'sh': 'bash', 'text': 'text'}
+LANGUAGES = {'python': 'python', 'py': 'python', 'bash': 'bash', 'sh': 'bash', 'text': 'text', 'tsx': 'tsx'}
 """The fence languages a block may have, each with how it is checked."""
 
 NOT_RUN = re.compile(r'^<!--\s*not run:\s*(?P<reason>.+?)\s*-->$')
+
+SNIPPET = re.compile(r'^--8<--\s*"(?P<path>[^"]+)"$')
+"""A pymdownx.snippets line: mkdocs pastes the file it names in its place."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,7 @@ class Block:
     heading: str
     index: int  # among the blocks under the same heading
     line: int  # of the block's first source line in the file
-    language: str  # as LANGUAGES names it: 'python', 'bash' or 'text'
+    language: str  # as LANGUAGES names it: 'python', 'bash', 'text' or 'tsx'
     source: str
     preamble: str
     """The text between the block before (or the file's start) and this block's fence."""
@@ -108,6 +119,12 @@ class Block:
     def expected_output(self) -> str:
         """The block's `#>` lines, as the text it must print."""
         return _shown(self.source.splitlines())
+
+    @property
+    def included(self) -> Path | None:
+        """The file the block shows whole (its one line `--8<-- "PATH"`, PATH from the repository), if it does."""
+        match = SNIPPET.match(self.source.strip())
+        return REPO / match['path'] if match else None
 
 
 def _shown(lines: list[str]) -> str:
@@ -281,15 +298,32 @@ def copy_database(database: Path, folder: Path) -> None:
 
 
 def runnable(blocks: list[Block]) -> list[Block]:
-    """The blocks a test runs: Python and shell blocks without a `not run` marker."""
-    return [block for block in blocks if block.language != 'text' and block.not_run is None]
+    """The blocks a test runs: Python and shell blocks without a `not run` marker, save those showing a file."""
+    return [
+        block
+        for block in blocks
+        if block.language in ('python', 'bash') and block.not_run is None and block.included is None
+    ]
 
 
 def check_block_kinds(blocks: list[Block]) -> None:
     """What holds of every block without running it: each Python block runs and shows its output, and names a
-    provider model only after saying what it needs; only shell blocks may be marked not run."""
+    provider model only after saying what it needs, unless it shows an example file that a test module of its own
+    runs; only shell and TSX blocks may be marked not run, and a TSX block must be."""
     for block in blocks:
-        if block.language == 'python':
+        assert block.included is not None or '--8<--' not in block.source, (
+            f'{block.where}: a block shows a file whole, as its one line `--8<-- "docs/examples/NAME.py"`'
+        )
+        if block.included is not None:
+            example = block.included
+            assert block.language == 'python' and block.not_run is None, f'{block.where}: shows a Python file'
+            assert example.parent == EXAMPLES and example.suffix == '.py' and example.is_file(), (
+                f'{block.where}: {block.source.strip()} names no Python file in docs/examples/'
+            )
+            assert (REPO / 'tests' / f'test_{example.stem}.py').is_file(), (
+                f'{block.where}: {example.name} is run by a test module of its own, tests/test_{example.stem}.py'
+            )
+        elif block.language == 'python':
             assert block.not_run is None, f'{block.where}: every Python block runs'
             assert block.expected_output(), f'{block.where}: show what the block prints in `#>` lines'
             if names_a_provider_model(block.source):
@@ -298,6 +332,8 @@ def check_block_kinds(blocks: list[Block]) -> None:
                 )
         elif block.language == 'text':
             assert block.not_run is None, f'{block.where}: a text block never runs, so needs no marker'
+        elif block.language == 'tsx':
+            assert block.not_run is not None, f'{block.where}: say why the block is not run, and what checks it'
 
 
 def run_block(block: Block, cwd: Path) -> None:

@@ -1,7 +1,7 @@
 """The documentation site (`docs/`, built by mkdocs-material from `mkdocs.yml`): every page is in the navigation,
 the API reference names every public name, the README's links reach pages that exist, the site builds with
-`mkdocs build --strict`, and every code block of every page runs (`tests/_markdown.py` says how each kind is
-checked)."""
+`mkdocs build --strict`, every code block of every page runs (`tests/_markdown.py` says how each kind is
+checked), and each file of `docs/examples/` is shown whole on a page."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import processors
 import session_store
 from tests._markdown import (
     DOCS,
+    EXAMPLES,
     README,
     REPO,
     Block,
@@ -85,6 +86,13 @@ def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
 @pytest.mark.parametrize('block', runnable(BLOCKS), ids=[block.id for block in runnable(BLOCKS)])
 def test_docs_block(block: Block, tmp_path: Path) -> None:
     run_block(block, tmp_path)
+
+
+def test_every_example_file_is_shown_whole_on_a_page() -> None:
+    """A file in docs/examples/ is there to be read on the site: some page shows it (its own test runs it)."""
+    shown = {block.included for block in BLOCKS if block.included is not None}
+    assert shown == set(EXAMPLES.glob('*.py'))
+    assert shown, 'the chat app of docs/chat-app.md'
 
 
 def test_the_home_page_gives_the_readmes_set_up_command() -> None:
