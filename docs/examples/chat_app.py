@@ -21,13 +21,14 @@ POST /api/chat, with `Authorization: Bearer <token>`, takes the body `useChat` s
       "trigger": "submit-message" | "regenerate-message",
       "id": "<chat id>",
       "messages": [<UIMessage>, ...],   the whole chat as the client holds it, or only its last message
-      "messageId": "<message id>"       regenerate-message only: the answer to replace (optional)
-    }
+      "messageId": "<message id>"       optional: with regenerate-message, the answer to replace (what counts
+    }                                   is the user message it answers, the last one sent)
     <UIMessage> = {"id": "<message id>", "role": "user" | "assistant", "parts": [{"type": "text", "text": "..."}]}
 
-and answers with the AI SDK's UI message stream: server-sent events (`text/event-stream`), a `data: {...}`
-chunk each (`start`, `text-start`, `text-delta`s, `text-end`, ..., `data-conversation-saved` once the turn is
-stored, `finish`), then `data: [DONE]`.
+and answers with the AI SDK's UI message stream: server-sent events (`text/event-stream`), a `data: {...}` line
+per chunk (`start`, `text-start`, `text-delta`s, `text-end`, ..., `data-conversation-saved` once the turn is
+stored, `finish`), then `data: [DONE]`. A turn that fails, or that another request for the chat stored first, ends
+with an `error` chunk, and nothing of it is stored.
 
 - The new turn is the client's messages after its last answer. A user message whose id the chat already holds
   (`useChat`'s edit, `sendMessage({text, messageId})`), or a `regenerate-message`, replaces that turn however
@@ -121,7 +122,8 @@ async def chat(request: Request) -> Response:
 
 
 async def messages(request: Request) -> Response:
-    """GET /api/chat/<chat id>: the chat's messages (its active branch), as `useChat` holds them."""
+    """GET /api/chat/<chat id>: the chat's messages (its active branch, every one: page a very long chat with
+    `history`'s `offset` and `limit`), as `useChat` holds them."""
     chats: Chats = request.app.state.chats
     user = chats.user(request)
     if user is None:
