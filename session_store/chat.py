@@ -12,6 +12,7 @@ from pydantic_ai.conversation_store import ConversationRecord, ConversationStore
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.usage import UsageLimits
 
+from ._ids import check_id
 from ._ui_ids import prompt_ui_id
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ async def dispatch_chat(
     conversation_id, message_id = await _resent_message(adapter, request, agent)
     conversation_store: ConversationStore = conversations
     record = None
-    if conversation_id is not None:
+    if conversation_id is not None and _valid_id(conversation_id):
         record = await conversations.read_record(conversation_id)
         if record is not None and message_id is not None:
             resubmitted = await conversations.resubmitting(conversation_id, message_id, scope=scope)
@@ -117,3 +118,12 @@ async def _resent_message(
     last_response = max((i for i, m in enumerate(messages) if isinstance(m, ModelResponse)), default=-1)
     turn = messages[last_response + 1 :]
     return conversation_id, prompt_ui_id(turn[0]) if turn else None
+
+
+def _valid_id(conversation_id: str) -> bool:
+    """Whether the store can hold a conversation under this id; one it can't is the adapter's to refuse."""
+    try:
+        check_id(conversation_id)
+    except ValueError:
+        return False
+    return True

@@ -266,3 +266,11 @@ async def test_the_bare_adapter_never_appends_a_turn_sent_again_nor_drops_its_su
     # A new message still goes on the path, and an edit of a later prompt of the window still branches.
     await post(bare, resubmit(adapter, 'c', 'u30', 'T30 please look this up'))
     assert len(await store.history('c', limit=None)) == len(before) + 4
+
+
+async def test_a_chat_id_the_store_cannot_hold_is_the_adapters_to_refuse(store_factory: StoreFactory) -> None:
+    app = chat_app(store_factory(), Assistant(), 'vercel')
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url='http://test') as client:
+        response = await client.post('/chat', json=resubmit('vercel', 'x' * 300, 'u0', 'T0 hello'))
+    # pydantic-ai's own answer to a store that can't read the conversation: a 500 that says so, no traceback.
+    assert response.status_code == 500 and 'could not be loaded' in response.json()['detail']
