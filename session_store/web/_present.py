@@ -7,7 +7,7 @@ and laid out by its role. The templates escape every string they are given, so n
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -57,9 +57,20 @@ class MessageView:
     model_name: str | None
     """The model that wrote a response."""
     ui_message_id: str | None
-    """The id a chat front end gave a user message; what Edit and Regenerate resubmit."""
+    """The id a chat front end gave a user message, if one did."""
     prompt: str | None
     """A user message's prompt text, for Edit to start from."""
+    entry_id: str | None = None
+    """The message's id in the archive (pydantic-ai's `ConversationEntry.id`), where the page read it."""
+
+    @property
+    def message_id(self) -> str | None:
+        """What Edit and Regenerate resubmit a user message under: its UI message id if it has one (what a front end
+        knows it by), else its entry id (a message stored without one, by `Session.run`); `None` for other
+        messages. The store finds the prompt by either (`SQLConversationStore.resubmitting`)."""
+        if self.role != 'user':
+            return None
+        return self.ui_message_id or self.entry_id
 
 
 def preview(text: str, limit: int = PREVIEW) -> str:
@@ -137,7 +148,9 @@ def _part(part: object, message: ModelMessage) -> PartView:
     assert_never(role)
 
 
-def message_view(position: int, message: ModelMessage, instructions: str | None = None) -> MessageView:
+def message_view(
+    position: int, message: ModelMessage, instructions: str | None = None, entry_id: str | None = None
+) -> MessageView:
     """A message as the page shows it; its instructions lead its parts when they differ from `instructions`."""
     parts: list[PartView] = []
     if isinstance(message, ModelRequest) and message.instructions and message.instructions != instructions:
@@ -156,15 +169,20 @@ def message_view(position: int, message: ModelMessage, instructions: str | None 
         model_name=message.model_name if isinstance(message, ModelResponse) else None,
         ui_message_id=ui_message_id(message),
         prompt=prompt,
+        entry_id=entry_id,
     )
 
 
-def message_views(messages: Sequence[ModelMessage], positions: Sequence[int]) -> list[MessageView]:
-    """Each message's view; a request's instructions are shown where they first appear or change."""
+def message_views(
+    messages: Sequence[ModelMessage], positions: Sequence[int], entry_ids: Mapping[int, str] | None = None
+) -> list[MessageView]:
+    """Each message's view, with its entry id from `entry_ids` (by position) if given; a request's instructions
+    are shown where they first appear or change."""
     views: list[MessageView] = []
     instructions: str | None = None
+    found = entry_ids or {}
     for position, message in zip(positions, messages, strict=True):
-        views.append(message_view(position, message, instructions))
+        views.append(message_view(position, message, instructions, found.get(position)))
         if isinstance(message, ModelRequest) and message.instructions:
             instructions = message.instructions
     return views

@@ -3,6 +3,11 @@
 Every read is confined to the app's scope: a session saved under another scope is not found, exactly as
 an id nobody uses. Nothing here creates a session: a session's existence is checked with read-only calls
 (`conversations.read_record`, `window`) before `store.session()` is asked for its branches.
+
+One read goes below that API: the entry ids of a page's messages (`page_entry_ids`), which Edit and Regenerate
+resubmit a message stored without a UI message id under. The store hands entry ids out only along a path's
+tail (`conversations.read_history`); a page may be any stretch of a path, so they are read by position, one
+range scan per segment, as `history` reads the messages themselves.
 """
 
 from __future__ import annotations
@@ -14,11 +19,15 @@ from typing import Any, Literal
 
 from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.messages import ModelMessage
+from sqlalchemy import select
 
 from .._codec import dump_messages, dump_usage
+from .._db.database import active_segment, find_session
 from .._display import summary_json, window_tokens
+from .._history.tree import on_path, path_spans
 from ..errors import SessionNotFound
 from ..results import Branch, SearchHit, SessionInfo, StoredSummary, SummaryChain
+from ..rows import MessageRow
 from ..store import SessionStore
 from ._present import MessageView, message_views, snippet
 
@@ -31,6 +40,7 @@ __all__ = (
     'UnknownBranch',
     'WindowMark',
     'context_page',
+    'page_entry_ids',
     'search_page',
     'session_page',
     'sessions_page',
@@ -242,10 +252,21 @@ def branch_json(branch: Branch) -> dict[str, Any]:
 
 
 def messages_json(views: Sequence[MessageView], raw: Sequence[ModelMessage]) -> list[dict[str, Any]]:
-    """Each message as its position, role and pydantic-ai's own JSON (what `ModelMessagesTypeAdapter` loads)."""
+    """Each message as its position, role, ids and pydantic-ai's own JSON (what `ModelMessagesTypeAdapter` loads).
+
+    `entry_id` is the message's id in the archive (`None` on the context page, whose window is not read by entry),
+    and `message_id` what a user message is resubmitted under to edit or regenerate it (`None` for the others).
+    """
     dumped: list[Any] = json.loads(dump_messages(list(raw)))
     return [
-        {'position': view.position, 'role': view.role, 'ui_message_id': view.ui_message_id, 'message': message}
+        {
+            'position': view.position,
+            'role': view.role,
+            'ui_message_id': view.ui_message_id,
+            'entry_id': view.entry_id,
+            'message_id': view.message_id,
+            'message': message,
+        }
         for view, message in zip(views, dumped, strict=True)
     ]
 
@@ -315,6 +336,33 @@ def _window_mark(
     return WindowMark(start=start, messages=len(positions), tokens=tokens, head=head, summary_number=carried)
 
 
+async def page_entry_ids(
+    store: SessionStore,
+    session_id: str,
+    scope: str | None,
+    branch: Branch | None,
+    first: int,
+    count: int,
+    *,
+    revision: str,
+) -> dict[int, str] | None:
+    """The entry id of each message at positions `first` to `first + count - 1` of the session's active path (or
+    of `branch`'s), by position, in one read: one range scan per segment the page crosses, whatever the archive's
+    size. `None` if the session is no longer at `revision`: its paths may have moved since its page was read."""
+    async with store._database.read() as db:  # the store has no public read of entry ids by position
+        row = await find_session(db, session_id, scope)
+        if row.revision != revision:
+            return None
+        if count <= 0:
+            return {}
+        tip, length = (
+            (active_segment(row), row.message_count) if branch is None else (int(branch.tip), branch.message_count)
+        )
+        spans = await path_spans(db, row.pk, tip, length)
+        query = on_path(select(MessageRow.position, MessageRow.entry_id), spans, (first, min(length, first + count)))
+        return {position: entry_id for position, entry_id in (await db.execute(query)).all()}
+
+
 def page_offset(message_count: int, limit: int, offset: int | None, at: int | None) -> int:
     """The first position of the page: `offset` as asked, else the page holding `at`, else the last page."""
     if offset is not None:
@@ -334,7 +382,38 @@ async def session_page(
     branch: str | None,
     at: int | None,
 ) -> SessionPage:
-    """A page of the session's active path (or of `branch`'s), with its summary bands, window and branches."""
+    """A page of the session's active path (or of `branch`'s), with its summary bands, window and branches, and
+    each message's entry id.
+
+    The page's reads are one snapshot: read again (up to `PAGE_READS` times) while another writer moves the session
+    meanwhile, so no Edit button carries the id of a message other than the one it shows; then, if it still moves,
+    without the entry ids (a message stored without a UI message id has no buttons until the page is reloaded).
+    """
+    for attempt in range(PAGE_READS):
+        page = await _session_page(
+            store, session_id, scope, offset, limit, branch, at, with_entry_ids=attempt < PAGE_READS - 1
+        )
+        if page is not None:
+            return page
+    raise AssertionError('the last read of a page always gives one')
+
+
+PAGE_READS = 3
+"""How many times a session page is read while other writers keep moving the session."""
+
+
+async def _session_page(
+    store: SessionStore,
+    session_id: str,
+    scope: str | None,
+    offset: int | None,
+    limit: int,
+    branch: str | None,
+    at: int | None,
+    *,
+    with_entry_ids: bool,
+) -> SessionPage | None:
+    """`session_page`'s reads; `None` when the session moved before its entry ids were read."""
     record = await visible_record(store, session_id, scope)
     own_scope = record.scope
     window = await store.window(session_id, scope=own_scope)
@@ -346,6 +425,7 @@ async def session_page(
     active = next((b.tip for b in branches if b.active), None)
     if branch == active:
         branch = None
+    shown: Branch | None = None
     if branch is None:
         count = window.message_count
         chain = await store.summaries(session_id, scope=own_scope)
@@ -357,13 +437,20 @@ async def session_page(
         count, chain, mark = shown.message_count, SummaryChain(), None
     first = page_offset(count, limit, offset, at)
     messages = await store.history(session_id, scope=own_scope, offset=first, limit=limit, branch=branch)
+    entry_ids: dict[int, str] | None = {}
+    if with_entry_ids:
+        entry_ids = await page_entry_ids(
+            store, session_id, own_scope, shown, first, len(messages), revision=record.revision
+        )
+        if entry_ids is None:
+            return None
     return SessionPage(
         session_id=session_id,
         scope=own_scope,
         message_count=count,
         offset=first,
         limit=limit,
-        messages=message_views(messages, range(first, first + len(messages))),
+        messages=message_views(messages, range(first, first + len(messages)), entry_ids),
         summaries=[s for s in chain if s.covers_to > first and s.covers_from < first + len(messages)],
         summary_count=len(chain),
         window=mark,
