@@ -64,10 +64,10 @@ async def test_a_message_streams_and_is_stored_in_the_session(filled: str) -> No
         html = client.get('/sessions/alpha').text
     assert page['message_count'] == 56
     assert texts(page)[-2:] == ['Hello <b>', '(test model, offline) You said: Hello <b>']
-    # The prompt sent from the page can be edited or regenerated: its buttons carry its UI message id.
-    assert page['messages'][-2]['ui_message_id'] == 'w1'
-    assert 'class="link regenerate" data-ui-id="w1" data-prompt="Hello &lt;b&gt;"' in html
-    assert 'class="link edit" data-ui-id="w1"' in html
+    # The prompt sent from the page can be edited or regenerated: its buttons resend it under its UI message id.
+    assert page['messages'][-2]['ui_message_id'] == page['messages'][-2]['message_id'] == 'w1'
+    assert '<span class="actions" data-message-id="w1" data-prompt="Hello &lt;b&gt;">' in html
+    assert 'class="link edit"' in html and 'class="link regenerate"' in html
     # The session keeps its scope, though the app has none.
     async with SessionStore(filled) as store:
         assert [(i.session_id, i.scope) for i in await store.sessions(scope='user-1')] == [('alpha', 'user-1')]
@@ -81,7 +81,7 @@ async def test_regenerate_and_edit_keep_the_replaced_turns_as_branches(filled: s
         send(client, {'trigger': 'submit-message', 'id': 'beta', 'messages': [ui_message('w2', 'second question')]})
         html = client.get('/sessions/beta').text
         # What the page's Regenerate button on the second prompt sends.
-        (prompt,) = re.findall(r'class="link regenerate" data-ui-id="w2" data-prompt="([^"]*)"', html)
+        (prompt,) = re.findall(r'class="actions" data-message-id="w2" data-prompt="([^"]*)"', html)
         regenerated = send(
             client, {'trigger': 'regenerate-message', 'id': 'beta', 'messages': [ui_message('w2', prompt)]}
         )

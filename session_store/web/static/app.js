@@ -191,6 +191,83 @@ function userMessage(uiId, text) {
   return { id: uiId, role: 'user', parts: [{ type: 'text', text }] };
 }
 
+// What the store holds of the session now: its active path's length and its branches (the API lists them once the
+// session has more than one path). `null` if it could not be read.
+async function readSession(url) {
+  try {
+    const response = await fetch(url, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+    if (!response.ok) return null;
+    const page = await response.json();
+    return { count: page.message_count, branches: page.branches || [] };
+  } catch (error) {
+    return null;
+  }
+}
+
+function forkText(branch) {
+  return branch.forked_at === null || branch.forked_at === undefined ? 'from the start' : `at #${branch.forked_at}`;
+}
+
+// What the store did with a message sent again at `position` (an edit, a regenerate), told from the session as it
+// was read before the request and after it: whether a new branch became the active path and where it forks, or the
+// message was appended to the same path, or nothing was stored. Never what the request meant to do.
+function whatHappened(before, after, position, action) {
+  if (!after) {
+    return { outcome: 'unknown', text: 'The session could not be read back: reload the page to see what the store holds.' };
+  }
+  const active = after.branches.find((b) => b.active);
+  if (!before) {
+    const where = active ? `branch ${active.tip} (${active.message_count} messages, ${forkText(active)})` : 'one path';
+    return { outcome: 'unknown', text: `The session now holds ${after.count} messages on its active path, ${where}.` };
+  }
+  const known = new Set(before.branches.map((b) => b.tip));
+  const was = before.branches.find((b) => b.active);
+  if (active && !known.has(active.tip) && after.branches.length > Math.max(1, before.branches.length)) {
+    const left = was ? after.branches.find((b) => b.tip === was.tip) : after.branches.find((b) => !b.active);
+    const kept = left ? ` on branch ${left.tip} (${left.message_count} messages)` : ' as a branch';
+    const replaced = action === 'edit' ? 'the turns it replaced stay' : 'the answer it replaced stays';
+    const lead = action === 'edit' ? `Edited #${position}` : `Answered #${position} again`;
+    const fork = active.forked_at === null || active.forked_at === undefined ? 0 : active.forked_at;
+    return {
+      outcome: 'branched',
+      fork,
+      at: fork,
+      text: `${lead}: the store started branch ${active.tip} ${forkText(active)}, now the active path ` +
+        `(${active.message_count} messages); ${replaced}${kept}.`,
+    };
+  }
+  const same = (was && active && was.tip === active.tip) || (!was && !active);
+  if (same && after.count > before.count) {
+    const what = action === 'edit' ? 'the edited message' : 'the message';
+    return {
+      outcome: 'appended',
+      at: before.count,
+      text: `The store did not replace #${position}: it appended ${what} as a new turn at #${before.count}, on the ` +
+        'same path, and no branch was made.',
+    };
+  }
+  if (same && after.count === before.count) {
+    return { outcome: 'unchanged', text: `Nothing was stored: the session is as it was before #${position} was sent again.` };
+  }
+  const where = active ? `branch ${active.tip} (${active.message_count} messages, ${forkText(active)})` : 'its one path';
+  return { outcome: 'moved', text: `The session's active path is now ${where}, with ${after.count} messages.` };
+}
+
+// Marks the page's messages from `fork` on as no longer on the active path; their buttons would send them again
+// to a path that does not hold them.
+function markReplaced(fork, note) {
+  for (const message of document.querySelectorAll('#conversation .msg')) {
+    if (Number(message.dataset.position) < fork) continue;
+    message.classList.add('replaced');
+    const actions = message.querySelector('.actions');
+    if (actions) actions.remove();
+    const box = message.querySelector('.edit-box');
+    if (box) box.remove();
+  }
+  for (const marker of document.querySelectorAll('#conversation .window-marker')) marker.classList.add('replaced');
+  note.classList.add('branched');
+}
+
 function chatBox() {
   const form = document.getElementById('chat');
   if (!form) return;
@@ -198,12 +275,38 @@ function chatBox() {
   const api = form.dataset.api;
   const session = form.dataset.session;
   const reload = { href: form.dataset.reload, label: 'show it in the stored conversation' };
-  const busy = (on) => document.querySelectorAll('.chat-form button, .msg .actions button').forEach((b) => { b.disabled = on; });
+  const busy = (on) => document.querySelectorAll('.chat-form button, .msg .actions button, .edit-box button').forEach((b) => { b.disabled = on; });
   const run = async (request, shown) => {
     busy(true);
     if (shown !== undefined) bubble(live, 'user', shown);
     try {
       await streamChat(api, request, live, reload);
+    } finally {
+      busy(false);
+    }
+  };
+  // A message sent again: the session is read before and after, and the note says what the store did.
+  const resend = async (request, shown, position, action, pending) => {
+    busy(true);
+    const note = element('p', 'note resend', pending);
+    note.dataset.outcome = 'pending';
+    live.append(note);
+    note.scrollIntoView({ block: 'nearest' });
+    try {
+      const before = await readSession(form.dataset.read);
+      if (shown !== undefined) bubble(live, 'user', shown);
+      await streamChat(api, request, live, null);
+      const told = whatHappened(before, await readSession(form.dataset.read), position, action);
+      note.dataset.outcome = told.outcome;
+      note.textContent = `${told.text} `;
+      if (told.at !== undefined) {
+        const link = element('a', '', 'show it in the stored conversation');
+        link.href = `${form.dataset.reload}?at=${told.at}#m${told.at}`;
+        note.append(link);
+      }
+      if (told.outcome === 'branched') markReplaced(told.fork, note);
+      if (told.outcome === 'appended') note.classList.add('warn');
+      note.scrollIntoView({ block: 'nearest' });
     } finally {
       busy(false);
     }
@@ -219,38 +322,43 @@ function chatBox() {
   textarea.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) form.requestSubmit();
   });
+  // Each user message's buttons resend it under the id the store finds it by (its UI message id, else its entry id).
   for (const button of document.querySelectorAll('.msg .actions .regenerate')) {
     button.addEventListener('click', () => {
+      const actions = button.closest('.actions');
+      const position = button.closest('.msg').dataset.position;
       const request = {
         trigger: 'regenerate-message',
         id: session,
-        messages: [userMessage(button.dataset.uiId, button.dataset.prompt)],
+        messages: [userMessage(actions.dataset.messageId, actions.dataset.prompt)],
       };
-      live.append(element('p', 'note', `Regenerating the answer to #${button.closest('.msg').dataset.position}; the old answer stays a branch.`));
-      run(request);
+      resend(request, undefined, position, 'regenerate', `Answering #${position} again…`);
     });
   }
   for (const button of document.querySelectorAll('.msg .actions .edit')) {
     button.addEventListener('click', () => {
       const message = button.closest('.msg');
+      const actions = button.closest('.actions');
       if (message.querySelector('.edit-box')) return;
       const box = element('div', 'edit-box');
       const area = element('textarea');
       area.rows = 3;
-      area.value = button.dataset.prompt;
+      area.value = actions.dataset.prompt;
       const send = element('button', '', 'Send edit');
       send.type = 'button';
       const cancel = element('button', 'link', 'Cancel');
       cancel.type = 'button';
       box.append(area, send, cancel);
       message.append(box);
+      area.focus();
       cancel.addEventListener('click', () => box.remove());
       send.addEventListener('click', () => {
         const text = area.value.trim();
         if (!text) return;
         box.remove();
-        live.append(element('p', 'note', `Edited #${message.dataset.position}; the turns after it stay a branch.`));
-        run({ trigger: 'submit-message', id: session, messages: [userMessage(button.dataset.uiId, text)] }, text);
+        const position = message.dataset.position;
+        const request = { trigger: 'submit-message', id: session, messages: [userMessage(actions.dataset.messageId, text)] };
+        resend(request, text, position, 'edit', `Editing #${position}…`);
       });
     });
   }
