@@ -132,6 +132,11 @@ class SessionPage:
     def on_active_path(self) -> bool:
         return self.branch is None
 
+    @property
+    def active_tip(self) -> str | None:
+        """The active branch's tip, when the session has more than one path."""
+        return next((b.tip for b in self.branches if b.active), None)
+
     def rows(self) -> Rows:
         """The page's messages, with a band where each summary's range starts and the window marker."""
         rows: Rows = []

@@ -271,6 +271,20 @@ function markReplaced(fork, note) {
 function chatBox() {
   const form = document.getElementById('chat');
   if (!form) return;
+  // What the page knows the session to be: as it was shown, then as each request from this page left it.
+  const activeTip = (read) => {
+    const active = read.branches.find((b) => b.active);
+    return active ? active.tip : '';
+  };
+  const know = (read) => {
+    if (!read) return;
+    form.dataset.count = String(read.count);
+    form.dataset.active = activeTip(read);
+  };
+  // Whether the session, as read just before a message was sent again, is not the one the page knows: another
+  // tab or client moved it since.
+  const outOfDate = (before) =>
+    Boolean(before) && (before.count !== Number(form.dataset.count) || activeTip(before) !== form.dataset.active);
   const live = document.getElementById('live');
   const api = form.dataset.api;
   const session = form.dataset.session;
@@ -281,6 +295,7 @@ function chatBox() {
     if (shown !== undefined) bubble(live, 'user', shown);
     try {
       await streamChat(api, request, live, reload);
+      know(await readSession(form.dataset.read));
     } finally {
       busy(false);
     }
@@ -296,9 +311,14 @@ function chatBox() {
       const before = await readSession(form.dataset.read);
       if (shown !== undefined) bubble(live, 'user', shown);
       await streamChat(api, request, live, null);
-      const told = whatHappened(before, await readSession(form.dataset.read), position, action);
+      const after = await readSession(form.dataset.read);
+      const told = whatHappened(before, after, position, action);
+      const stale = outOfDate(before);
+      know(after);
       note.dataset.outcome = told.outcome;
-      note.textContent = `${told.text} `;
+      note.dataset.stale = String(stale);
+      const changed = stale ? 'This page was out of date: the session had changed since it was shown. ' : '';
+      note.textContent = `${changed}${told.text} `;
       if (told.at !== undefined) {
         const link = element('a', '', 'show it in the stored conversation');
         link.href = `${form.dataset.reload}?at=${told.at}#m${told.at}`;
@@ -306,7 +326,7 @@ function chatBox() {
       }
       if (told.outcome === 'branched') markReplaced(told.fork, note);
       if (told.outcome === 'appended') note.classList.add('warn');
-      note.scrollIntoView({ block: 'nearest' });
+      note.scrollIntoView({ block: 'start' }); // the note, then the turn it tells of
     } finally {
       busy(false);
     }
