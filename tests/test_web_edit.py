@@ -21,7 +21,15 @@ from typing import Any
 import httpx
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, DeltaToolCalls, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
@@ -282,3 +290,52 @@ async def test_sixty_turns_chat_past_the_default_request_limit(store_factory: St
         await c.turn('u3', 'T93 edited after sixty turns')
         (info,) = await c.store.sessions()
     assert info.usage.requests == 61 and info.message_count == 8
+
+
+async def test_every_message_of_a_page_carries_its_entry_id(store_factory: StoreFactory) -> None:
+    """On any page of the active path or of a branch, each message's `entry_id` is the archive's id of that very
+    message; only user messages have a `message_id`, their UI message id when they have one."""
+    async with chat(store_factory, turns=70, run_first=40) as c:
+        await c.turn('u50', 'T95 edited')  # a branch at #100, off the page boundary
+        (left,) = [b['tip'] for b in (await c.read_back())['branches'] if not b['active']]
+        for query in ('offset=0&limit=60', 'offset=90&limit=20', f'offset=95&branch={left}'):
+            api = (await c.client.get(f'/api/sessions/s?{query}')).json()
+            assert api['messages']
+            for item in api['messages']:
+                entry = await c.store.conversations.read_entry(item['entry_id'])
+                assert entry.message.parts == item_message(item).parts, item['position']
+                user = item['role'] == 'user'
+                assert item['message_id'] == ((item['ui_message_id'] or item['entry_id']) if user else None)
+            ui_ids = {item['ui_message_id'] for item in api['messages'] if item['role'] == 'user'}
+            assert (None in ui_ids) == (api['offset'] < 80)  # Session.run's prompts (the first 40 turns) have none
+
+
+def item_message(item: dict[str, Any]) -> ModelMessage:
+    """A message of the page's JSON, loaded as pydantic-ai loads it."""
+    (message,) = ModelMessagesTypeAdapter.validate_python([item['message']])
+    return message
+
+
+async def test_a_page_read_while_the_session_moves_is_read_again(
+    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer moves the active path between the page's read of its messages and of their entry ids: the
+    page is read again, so no button carries the id of a message other than the one it shows."""
+    async with chat(store_factory, turns=0, run_first=4) as c:
+        history = c.store.history
+        moved: list[str] = []
+
+        async def then_edit(*args: Any, **kwargs: Any) -> list[ModelMessage]:
+            read = await history(*args, **kwargs)
+            if not moved:
+                session = await c.store.session('s')
+                await session.edit(Agent(FunctionModel(c.model.respond)), 2, 'T91 from another writer')
+                moved.append('edited')
+            return read
+
+        monkeypatch.setattr(c.store, 'history', then_edit)
+        api = (await c.client.get('/api/sessions/s?offset=0')).json()
+    assert moved and api['message_count'] == 4 and len(api['branches']) == 2
+    assert prompts([item_message(item) for item in api['messages']]) == [prompt(0), 'T91 from another writer']
+    for item in api['messages']:
+        assert (await c.store.conversations.read_entry(item['entry_id'])).message.parts == item_message(item).parts
