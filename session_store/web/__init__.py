@@ -5,8 +5,9 @@ Server-rendered pages (Starlette and Jinja2 templates, autoescaped) with the sam
 ships in the package: no build step, no CDN, it works offline. It needs the `web` extra.
 
 Modules: `_app` (the app and its routes), `_queries` (what each page shows, through the store's public
-API), `_present` (messages as page views), `_security` (loopback, token, same-origin, headers) and `_chat`
-(the chat endpoint, pydantic-ai's `VercelAIAdapter` over `store.conversations`).
+API, and the entry ids a page's Edit and Regenerate buttons resend), `_present` (messages as page views),
+`_security` (loopback, token, same-origin, headers) and `_chat` (the chat endpoint, `dispatch_chat` with
+pydantic-ai's `VercelAIAdapter` over the store).
 """
 
 from __future__ import annotations
