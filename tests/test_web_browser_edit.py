@@ -260,7 +260,7 @@ def test_regenerate_an_old_summarized_answer(served: Served, browser: Browser, e
     page.context.close()
 
 
-def test_a_page_left_open_says_the_store_appended_what_it_could_not_replace(
+def test_a_page_left_open_says_what_the_store_did_with_what_it_could_not_replace(
     served: Served, browser: Browser, errors: list[str]
 ) -> None:
     for turn in range(2):
@@ -268,20 +268,38 @@ def test_a_page_left_open_says_the_store_appended_what_it_could_not_replace(
     page = new_page(browser, errors)
     page.goto(f'{served.base}/sessions/stale')
     assert page.locator('#m2 .actions').get_attribute('data-message-id') == 's1'
-    # Another tab edits the first message: the page's #2 and #3 are no longer on the active path.
+    # Another tab edits the first message: the page's #1 to #3 are no longer on the active path.
     served.chat('stale', 's0', 'Where is ORDER-300, really?')
+    moved, _, _ = served.read('stale')
+    notes = page.locator('#live .note.resend:not([data-outcome="pending"])')
+
+    # Regenerate #2: the store refuses it (the active path holds no such message) and stores nothing.
+    page.locator('#m2 button.regenerate').click()
+    notes.first.wait_for(timeout=30_000)
+    assert (
+        notes.first.get_attribute('data-outcome') == 'unchanged' and notes.first.get_attribute('data-stale') == 'true'
+    )
+    assert notes.first.inner_text() == (
+        'This page was out of date: the session had changed since it was shown. '
+        'Nothing was stored: the session is as it was before #2 was sent again.'
+    )
+    status = page.locator('#live .msg.role-assistant[data-state="failed"] .status')
+    assert "The message to regenerate ('s1') is not in the stored conversation" in status.inner_text()
+    assert served.read('stale')[0] == moved
+
+    # Edit #2: the store appends it (nothing to replace); the page knows the session as it now is.
     page.locator('#m2 button.edit').click()
     page.locator('#m2 .edit-box textarea').fill('Where is ORDER-301, from the stale page?')
     page.locator('#m2 .edit-box button', has_text='Send edit').click()
-    note = page.locator('#live .note.resend:not([data-outcome="pending"])')
-    note.wait_for(timeout=30_000)
+    appended = notes.nth(1)
+    appended.wait_for(timeout=30_000)
     after, branches, _ = served.read('stale')
     assert prompts(after) == ['Where is ORDER-300, really?', 'Where is ORDER-301, from the stale page?']
-    assert len(branches) == 2
-    assert note.get_attribute('data-outcome') == 'appended' and note.get_attribute('data-stale') == 'true'
-    assert note.inner_text().startswith(
-        'This page was out of date: the session had changed since it was shown. The store did not replace #2: it '
-        'appended the edited message as a new turn at #2, on the same path, and no branch was made.'
+    assert after[:2] == moved and len(branches) == 2
+    assert appended.get_attribute('data-outcome') == 'appended' and appended.get_attribute('data-stale') == 'false'
+    assert appended.inner_text().startswith(
+        'The store did not replace #2: it appended the edited message as a new turn at #2, on the same path, '
+        'and no branch was made.'
     )
     assert page.locator('#conversation .msg.replaced').count() == 0
     page.context.close()
