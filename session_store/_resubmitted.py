@@ -23,7 +23,7 @@ from dataclasses import replace
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import CompactionPart
+from pydantic_ai.messages import CompactionPart, ModelRequest
 
 from processors.stored_conversations import keep_conversation
 
@@ -53,9 +53,9 @@ class ResubmittedPrompt(ConversationStore):
             ConversationEntry(id=before.prompt_id, parent_id=window[-1].id if window else None, message=prompt),
         ]
         """The window before the prompt, then the prompt: the history this store's record has for its head."""
-        ids = [] if before.window is None else before.window.entry_ids
-        self._bridges = {entry.id: entry.parent_id for entry, entry_id in zip(window, ids, strict=True) if not entry_id}
-        """The entry id each bridge standing alone goes by (no archived message has it), and the entry it follows."""
+        self._bridge = window[-1] if window and before.window is not None and not before.window.entry_ids[-1] else None
+        """The window's last entry when it is a bridge standing alone (the path before the prompt ends at its
+        summary): no archived message, so the new turn goes where it stands."""
 
     async def load(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
@@ -92,11 +92,25 @@ class ResubmittedPrompt(ConversationStore):
             tip = self._before.tip
             kept = [t for t in record.branches if t not in (self._before.prompt_id, tip)]
             record = replace(record, branches=kept if tip is None else [*kept, tip])
-            if new_entries and (stands_for := self._bridges.get(new_entries[0].parent_id or '')) is not None:
-                # The new turn follows a bridge standing alone (the path before the prompt ends at its summary):
-                # in the archive it follows the message the bridge follows.
-                new_entries = [replace(new_entries[0], parent_id=stands_for), *new_entries[1:]]
+            if new_entries and self._bridge is not None:
+                new_entries = [self._off_the_bridge(new_entries[0]), *new_entries[1:]]
         await self._store.write_record(record, new_entries=new_entries, expected_revision=expected_revision)
+
+    def _off_the_bridge(self, first: ConversationEntry) -> ConversationEntry:
+        """The new turn's first entry as the archive takes it after a bridge standing alone: following the message
+        the bridge follows, and without the bridge's parts, which pydantic-ai merges into the new prompt (two
+        requests in a row are one to it) and the next window adds again."""
+        bridge = self._bridge
+        assert bridge is not None and isinstance(bridge.message, ModelRequest)
+        parent = bridge.parent_id if first.parent_id == bridge.id else first.parent_id
+        message = first.message
+        if parent == bridge.parent_id and isinstance(message, ModelRequest):
+            parts = list(message.parts)
+            if all(part in parts for part in bridge.message.parts):
+                for part in bridge.message.parts:
+                    parts.remove(part)
+                message = replace(message, parts=parts)
+        return replace(first, parent_id=parent, message=message)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         return await self._store.read_records(scope=scope, limit=limit)

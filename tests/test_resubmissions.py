@@ -82,6 +82,7 @@ async def check_branched_at(store: SessionStore, turn: int, new_prompt: str) -> 
     """The active path is the turns before `turn`, then the new one; the path replaced is a branch, whole."""
     active = await store.history('c', limit=None)
     assert len(active) == 4 * turn + 4
+    assert compaction_texts(active) == []  # the archive holds messages as sent, never a summary merged in
     assert prompts(active) == [*(f'T{t} please look this up' for t in range(turn)), new_prompt]
     session = await store.session('c')
     replaced = [b for b in await session.branches() if not b.active and b.message_count == 4 * TURNS]

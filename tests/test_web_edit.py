@@ -242,10 +242,6 @@ async def test_a_prompt_stored_by_session_run_is_edited_by_its_entry_id(store_fa
         assert len(await (await c.store.session('s')).branches()) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='the store archives the summary inside a prompt resubmitted right after it (session_store/_resubmitted.py)',
-)
 @pytest.mark.parametrize('regenerate', [False, True], ids=['edit', 'regenerate'])
 async def test_a_prompt_resubmitted_right_after_a_summary_is_archived_as_sent(
     store_factory: StoreFactory, regenerate: bool
