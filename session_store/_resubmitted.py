@@ -23,7 +23,7 @@ from dataclasses import replace
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import CompactionPart, ModelRequest
+from pydantic_ai.messages import CompactionPart, ModelRequest, ModelRequestPart, SystemPromptPart
 
 from processors.stored_conversations import keep_conversation
 
@@ -105,11 +105,10 @@ class ResubmittedPrompt(ConversationStore):
         parent = bridge.parent_id if first.parent_id == bridge.id else first.parent_id
         message = first.message
         if parent == bridge.parent_id and isinstance(message, ModelRequest):
-            parts = list(message.parts)
-            if all(part in parts for part in bridge.message.parts):
-                for part in bridge.message.parts:
-                    parts.remove(part)
-                message = replace(message, parts=parts)
+            carried = [_same(part) for part in bridge.message.parts]
+            kept = [part for part in message.parts if _same(part) not in carried]
+            if len(kept) == len(message.parts) - len(carried):
+                message = replace(message, parts=kept)
         return replace(first, parent_id=parent, message=message)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
@@ -169,3 +168,9 @@ def refuse_summary_cut_away(saved: Conversation, window: LoadedWindow | None) ->
                 'regenerate) and run without the summary of the turns before it, which rides in that message in '
                 f"the loaded window, so the UI adapter's cut dropped it; the run was not saved. {_USE_DISPATCH}"
             )
+
+
+def _same(part: ModelRequestPart) -> object:
+    """What makes a bridge's part the same part in a request it was merged into: a system prompt part by its text
+    (pydantic-ai may make it afresh for the run), any other by equality."""
+    return ('system', part.content) if isinstance(part, SystemPromptPart) else part
