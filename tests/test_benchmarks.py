@@ -229,3 +229,47 @@ def test_conversations_quick() -> None:
         match = re.search(rf'^conversation turn growth on {backend}: ours @100 -> @1k {N} x$', output, re.MULTILINE)
         assert match, f'no growth line on {backend}:\n{output}'
         number(match.group(1))
+
+
+def test_chat_quick() -> None:
+    output = run_quick('chat')
+    for backend in backends(output, '=== PostgreSQL figures skipped'):
+        figures: dict[tuple[str, str], float] = {}
+        for size in ('500', '2k'):
+            at = rf'@{size} on {backend}'
+            line = rf'^chat new turn {at}: dispatch_chat {N} ms, stock {N} ms -> ours/stock {N} x$'
+            match = re.search(line, output, re.MULTILINE)
+            assert match, f'no new turn line @{size} on {backend}:\n{output}'
+            new, stock, ratio = map(number, match.groups())
+            assert close(ratio, new, stock), match.group(0)
+            figures[size, 'new'], figures[size, 'stock'] = new, stock
+            line = (
+                rf'^chat edit recent turn {at}: dispatch_chat {N} ms, stock {N} ms -> ours/stock {N} x; '
+                rf'vs a new turn {N} x$'
+            )
+            match = re.search(line, output, re.MULTILINE)
+            assert match, f'no edit recent line @{size} on {backend}:\n{output}'
+            recent, recent_stock, ratio, versus = map(number, match.groups())
+            assert close(ratio, recent, recent_stock) and close(versus, recent, new), match.group(0)
+            figures[size, 'edit recent'] = recent
+            for name in ('edit old', 'regenerate old'):
+                line = rf'^chat {name} turn {at}: dispatch_chat {N} ms -> vs a new turn {N} x$'
+                match = re.search(line, output, re.MULTILINE)
+                assert match, f'no {name} line @{size} on {backend}:\n{output}'
+                ms, versus = map(number, match.groups())
+                assert close(versus, ms, new), match.group(0)
+                figures[size, name] = ms
+        line = rf'^chat new turn growth on {backend}: @500 -> @2k dispatch_chat {N} x, stock {N} x \(per turn\)$'
+        match = re.search(line, output, re.MULTILINE)
+        assert match, f'no new turn growth line on {backend}:\n{output}'
+        for growth, door in zip(map(number, match.groups()), ('new', 'stock'), strict=True):
+            assert close(growth, figures['2k', door], figures['500', door]), match.group(0)
+        line = (
+            rf'^chat resubmission growth on {backend}: @500 -> @2k edit recent {N} x, edit old {N} x, '
+            rf'regenerate old {N} x$'
+        )
+        match = re.search(line, output, re.MULTILINE)
+        assert match, f'no resubmission growth line on {backend}:\n{output}'
+        resubmissions = ('edit recent', 'edit old', 'regenerate old')
+        for growth, name in zip(map(number, match.groups()), resubmissions, strict=True):
+            assert close(growth, figures['2k', name], figures['500', name]), match.group(0)
