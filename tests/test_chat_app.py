@@ -96,6 +96,7 @@ async def in_process(db_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
             yield client
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same app
 async def test_the_app_object_chats_edits_regenerates_and_keeps_users_apart(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

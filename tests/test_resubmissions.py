@@ -40,6 +40,8 @@ from .test_conversation_door import (
 )
 
 TURNS = 30
+QUICK_ADAPTERS = [pytest.param(name, marks=() if name == 'vercel' else pytest.mark.slow) for name in ADAPTERS]
+"""Both adapters run the same store code: AG-UI's 30-turn runs are in the slow tier, Vercel AI's in the quick."""
 
 
 def chat_app(store: SessionStore, assistant: Assistant, adapter: str) -> Any:
@@ -102,7 +104,7 @@ def _text_request(text: str) -> ModelMessage:
 
 
 @pytest.mark.slow_on_postgresql
-@pytest.mark.parametrize('adapter', ADAPTERS)
+@pytest.mark.parametrize('adapter', QUICK_ADAPTERS)
 async def test_editing_the_windows_first_prompt_sends_the_summary_before_it(
     store_factory: StoreFactory, adapter: str
 ) -> None:
@@ -126,7 +128,7 @@ async def test_editing_the_windows_first_prompt_sends_the_summary_before_it(
     assert len(recorder.inputs) == summarized
 
 
-@pytest.mark.slow_on_postgresql
+@pytest.mark.slow  # the quick tier edits an old turn through serve --chat's endpoint (tests/test_web_edit.py)
 @pytest.mark.parametrize('adapter', ADAPTERS)
 async def test_an_old_summarized_turn_is_edited_where_it_stands(store_factory: StoreFactory, adapter: str) -> None:
     store, assistant, _, app = await summarized_chat(store_factory, adapter)
@@ -145,7 +147,7 @@ async def test_an_old_summarized_turn_is_edited_where_it_stands(store_factory: S
     assert not turns_in([_text_request(s.text) for s in chain]) & set(range(5, 30))
 
 
-@pytest.mark.slow_on_postgresql
+@pytest.mark.slow  # the quick tier regenerates an old turn through serve --chat's endpoint (tests/test_web_edit.py)
 async def test_regenerating_an_old_turn_answers_it_again_from_before_it(store_factory: StoreFactory) -> None:
     store, assistant, _, app = await summarized_chat(store_factory, 'vercel')
     sent = len(assistant.requests)
@@ -238,7 +240,7 @@ async def post_refused(app: Any, body: dict[str, Any]) -> str:
 
 
 @pytest.mark.slow_on_postgresql
-@pytest.mark.parametrize('adapter', ADAPTERS)
+@pytest.mark.parametrize('adapter', QUICK_ADAPTERS)
 async def test_the_bare_adapter_never_appends_a_turn_sent_again_nor_drops_its_summary(
     store_factory: StoreFactory, adapter: str
 ) -> None:

@@ -180,6 +180,7 @@ def sent_since(chat: Chat, count: int) -> list[list[ModelMessage]]:
     return sent
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_editing_an_old_summarized_turn_branches_at_it(store_factory: StoreFactory) -> None:
     async with chat(store_factory) as c:
         before = await c.store.history('s')
@@ -200,6 +201,7 @@ async def test_editing_an_old_summarized_turn_branches_at_it(store_factory: Stor
         assert 'T6 where is' not in html
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_regenerating_an_old_summarized_turn_branches_at_it(store_factory: StoreFactory) -> None:
     async with chat(store_factory) as c:
         before = await c.store.history('s')
@@ -212,6 +214,7 @@ async def test_regenerating_an_old_summarized_turn_branches_at_it(store_factory:
         await check_branched_at(c, 3, prompt(3), before)
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_a_prompt_stored_by_session_run_is_edited_by_its_entry_id(store_factory: StoreFactory) -> None:
     """Session.run stores no UI message id: the page's buttons carry the prompt's entry id, and the store finds
     it by that, summarized or not."""
@@ -278,6 +281,7 @@ async def test_a_message_no_longer_on_the_active_path_is_appended_and_the_read_b
     assert prompts(await c.store.history('s'))[-2:] == ['T92 edited', 'T94 resent from a stale page']
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_sixty_turns_chat_past_the_default_request_limit(store_factory: StoreFactory) -> None:
     """pydantic-ai counts a run's requests from the stored usage; each run through the app has its own budget."""
     limit = UsageLimits().request_limit
@@ -288,6 +292,7 @@ async def test_sixty_turns_chat_past_the_default_request_limit(store_factory: St
     assert info.usage.requests == 61 and info.message_count == 8
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_every_message_of_a_page_carries_its_entry_id(store_factory: StoreFactory) -> None:
     """On any page of the active path or of a branch, each message's `entry_id` is the archive's id of that very
     message; only user messages have a `message_id`, their UI message id when they have one."""
