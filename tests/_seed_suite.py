@@ -62,6 +62,11 @@ KNOWN_FAILURES: dict[str, str] = {
         "keep=('messages', 0) keeps the request in flight (and the system prompt) in the sliding window as in "
         'summarization; the seed leaves the history untouched, a window that never trims.'
     ),
+    'test_sliding_window.py::TestKeepHead::test_keep_head_multiple_messages': (
+        'keep_head 3 and keep 2 make a window of 5 messages, at its trigger of 5: a window is kept below every '
+        'trigger after compacting (or the next request compacts again), so the tail keeps 1. Until issue 26 the first '
+        'compaction counted no head and matched this by accident; later ones counted it.'
+    ),
     'test_sliding_window.py::TestKeepHead::test_keep_head_with_token_based': _HEAD_TOKENS,
     'test_sliding_window.py::TestKeepHead::test_keep_head_fraction_based': _HEAD_TOKENS,
     'test_capability.py::TestContextManagerCapability::test_tool_output_truncation': _TRUNCATION,
