@@ -157,6 +157,7 @@ async def test_regenerating_an_old_turn_answers_it_again_from_before_it(store_fa
     await check_branched_at(store, 3, 'T3 please look this up')
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_a_prompt_stored_without_a_ui_id_is_edited_by_its_entry_id(store_factory: StoreFactory) -> None:
     """Messages a `Session` ran carry no UI message id; a front end names them by entry id."""
     assistant = Assistant()
@@ -176,6 +177,7 @@ async def test_a_prompt_stored_without_a_ui_id_is_edited_by_its_entry_id(store_f
     assert prompts(active) == ['T0 please look this up', 'T11 edited']
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_a_resubmission_after_another_save_is_a_conflict_and_stores_nothing(
     store_factory: StoreFactory,
 ) -> None:
@@ -207,6 +209,7 @@ async def test_a_resubmission_after_another_save_is_a_conflict_and_stores_nothin
     assert await store.history('c', limit=None) == before
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_a_new_message_or_another_conversation_is_no_resubmission(store_factory: StoreFactory) -> None:
     store, assistant = store_factory(), Assistant()
     app = chat_app(store, assistant, 'vercel')

@@ -170,6 +170,7 @@ async def say(store: SessionStore, conversation_id: str, ui_id: str, prompt: str
     await store.conversations.save(await agent.run(conversation=conversation))
 
 
+@pytest.mark.slow_on_postgresql  # SQLite stays quick; the front-end test checks the PostgreSQL append quick
 async def test_prompts_session_run_stores_are_found_by_their_entry_ids_and_nothing_else_is(
     store_factory: StoreFactory,
 ) -> None:
@@ -210,6 +211,7 @@ async def test_prompts_session_run_stores_are_found_by_their_entry_ids_and_nothi
     assert await found(store, 'other', 'ui-7') == []
 
 
+@pytest.mark.slow_on_postgresql  # SQLite stays quick; the front-end test checks the PostgreSQL append quick
 async def test_an_encrypted_store_holds_no_clear_ui_id_and_finds_them_under_every_key(
     db_url: str, store_factory: StoreFactory
 ) -> None:
@@ -244,6 +246,7 @@ async def test_an_encrypted_store_holds_no_clear_ui_id_and_finds_them_under_ever
     assert await found(store_factory(encryption=keys('k1')), 'c1', f'{PRIVATE}u2') == []
 
 
+@pytest.mark.slow_on_postgresql  # SQLite stays quick; the front-end test checks the PostgreSQL append quick
 async def test_encrypting_a_clear_store_hashes_its_ui_ids(db_url: str, store_factory: StoreFactory) -> None:
     chat(db_url, prefix=PRIVATE)
     clear = store_factory()
@@ -258,6 +261,7 @@ async def test_encrypting_a_clear_store_hashes_its_ui_ids(db_url: str, store_fac
     await check_chat_found(sealed, PRIVATE)
 
 
+@pytest.mark.slow_on_postgresql  # SQLite stays quick; the front-end test checks the PostgreSQL append quick
 @pytest.mark.parametrize('encrypted', [False, True], ids=['clear', 'sealed'])
 async def test_a_fork_and_an_import_keep_ui_ids_findable(
     db_url: str, store_factory: StoreFactory, encrypted: bool
@@ -299,6 +303,7 @@ async def test_a_fork_and_an_import_keep_ui_ids_findable(
         assert not {h.segment_pk for h in imported} & {h.segment_pk for h in original}
 
 
+@pytest.mark.slow_on_postgresql  # SQLite stays quick; the front-end test checks the PostgreSQL append quick
 @pytest.mark.parametrize('encrypted', [False, True], ids=['clear', 'sealed'])
 async def test_ids_no_column_holds_as_they_are_are_saved_and_found(
     store_factory: StoreFactory, encrypted: bool
@@ -328,6 +333,7 @@ FROM messages, n WHERE messages.pk = (SELECT min(pk) FROM messages)
 """Copies of the store's first message at positions 1001.. of its segment, ids `filler-<n>`."""
 
 
+@pytest.mark.slow_on_postgresql  # SQLite stays quick; the front-end test checks the PostgreSQL append quick
 async def test_the_lookup_is_one_select_on_indexes(store_factory: StoreFactory) -> None:
     store = store_factory(encryption=keys('k1', 'k2'))
     agent = scripted_agent(ParallelToolAssistant())

@@ -182,6 +182,7 @@ async def plant_ui_ids(url: str) -> None:
         await engine.dispose()
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same migration
 def test_session_store_migrate_gives_a_release_0_1_database_the_ui_ids_of_its_clear_prompts(
     new_database: NewDatabase, tmp_path: Path
 ) -> None:
@@ -229,6 +230,7 @@ async def _check_release_0_1_ui_ids(url: str) -> None:
         assert len(await rotated.history('short', limit=None)) == 16
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same migration
 def test_session_store_migrate_backfills_a_database_at_revision_0004(new_database: NewDatabase, tmp_path: Path) -> None:
     url = new_database()
     chat(url)  # clear: a front end's conversation c1, with a regenerate and an edit

@@ -245,6 +245,7 @@ async def test_a_prompt_stored_by_session_run_is_edited_by_its_entry_id(store_fa
         assert len(await (await c.store.session('s')).branches()) == 3
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 @pytest.mark.parametrize('regenerate', [False, True], ids=['edit', 'regenerate'])
 async def test_a_prompt_resubmitted_right_after_a_summary_is_archived_as_sent(
     store_factory: StoreFactory, regenerate: bool
@@ -266,6 +267,7 @@ async def test_a_prompt_resubmitted_right_after_a_summary_is_archived_as_sent(
     assert len(compactions(window)) == 1, compactions(window)
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
 async def test_a_message_no_longer_on_the_active_path_is_appended_and_the_read_back_says_so(
     store_factory: StoreFactory,
 ) -> None:
@@ -281,7 +283,7 @@ async def test_a_message_no_longer_on_the_active_path_is_appended_and_the_read_b
     assert prompts(await c.store.history('s'))[-2:] == ['T92 edited', 'T94 resent from a stale page']
 
 
-@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
+@pytest.mark.slow  # long chats: the quick tier edits and regenerates shorter ones
 async def test_sixty_turns_chat_past_the_default_request_limit(store_factory: StoreFactory) -> None:
     """pydantic-ai counts a run's requests from the stored usage; each run through the app has its own budget."""
     limit = UsageLimits().request_limit
@@ -292,7 +294,7 @@ async def test_sixty_turns_chat_past_the_default_request_limit(store_factory: St
     assert info.usage.requests == 61 and info.message_count == 8
 
 
-@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same store code
+@pytest.mark.slow  # long chats: the quick tier edits and regenerates shorter ones
 async def test_every_message_of_a_page_carries_its_entry_id(store_factory: StoreFactory) -> None:
     """On any page of the active path or of a branch, each message's `entry_id` is the archive's id of that very
     message; only user messages have a `message_id`, their UI message id when they have one."""
