@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from _store_conversation import SUMMARY_TEXT, SYSTEM_PROMPT, our_turn, token_counts, turn_text
+from _store_conversation import SUMMARY_TEXT, SYSTEM_PROMPT, Summarizer, our_turn, token_counts, turn_text
 from _store_internals import load_window, new_summary, store_run
 from _store_measuring import Measure
 from pydantic_ai import Agent
@@ -42,7 +42,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from processors import SummarizationFailure, SummarizationProcessor
 from session_store import Session, SessionStore, dispatch_chat
 from session_store._ui_ids import with_ui_message_id
 
@@ -176,26 +175,6 @@ class Assistant:
 
 def _parts(messages: Sequence[ModelMessage], kind: type[Any]) -> list[Any]:
     return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, kind)]
-
-
-@dataclass
-class Summarizer:
-    """The scripted summarizer: a summary of `SUMMARY_TEXT`'s length, numbered, made at once."""
-
-    calls: int = 0
-    failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.calls += 1
-        return ModelResponse(parts=[TextPart(f'{SUMMARY_TEXT} [summary {self.calls}]')])
-
-    def processor(self) -> SummarizationProcessor:
-        async def failed(failure: SummarizationFailure) -> None:
-            self.failures.append(failure)
-
-        return SummarizationProcessor(
-            FunctionModel(self), trigger=('messages', TRIGGER), keep=('messages', WINDOW), on_failure=failed
-        )
 
 
 # --- the doors -----------------------------------------------------------------------------------

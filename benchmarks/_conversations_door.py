@@ -17,13 +17,10 @@ from typing import TYPE_CHECKING
 from _bench_db import analyze
 from _scripted_turn import UNLIMITED, prompt, turn_agent
 from _store_contenders import HAVE_PEER, Databases, build_ours, build_peer, peer_engine, peer_session
-from _store_conversation import SUMMARY_TEXT, TAIL, peer_turn
+from _store_conversation import TAIL, Summarizer, peer_turn
 from _store_measuring import Measure
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from processors import SummarizationFailure, SummarizationProcessor
 from session_store import SessionStore
 
 if TYPE_CHECKING:
@@ -35,26 +32,6 @@ CYCLE = (TRIGGER - TAIL) // 4
 """Turns from one compaction to the next: a measure runs this many, so each holds one compaction."""
 SESSION = 'archive'
 """The session every archive holds (`build_ours`, `build_peer`)."""
-
-
-@dataclass
-class Summarizer:
-    """The scripted summarizer: a summary of `SUMMARY_TEXT`'s length, numbered, made at once."""
-
-    calls: int = 0
-    failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.calls += 1
-        return ModelResponse(parts=[TextPart(f'{SUMMARY_TEXT} [summary {self.calls}]')])
-
-    def processor(self) -> SummarizationProcessor:
-        async def failed(failure: SummarizationFailure) -> None:
-            self.failures.append(failure)
-
-        return SummarizationProcessor(
-            FunctionModel(self), trigger=('messages', TRIGGER), keep=('messages', TAIL), on_failure=failed
-        )
 
 
 @dataclass
@@ -159,7 +136,7 @@ async def contenders(stack: AsyncExitStack, databases: Databases, sizes: list[in
         ours_url = databases.url(f'door-ours-{size}')
         await build_ours(ours_url, size)
         summarizer = Summarizer()
-        store = await stack.enter_async_context(SessionStore(ours_url, processor=summarizer.processor()))
+        store = await stack.enter_async_context(SessionStore(ours_url, processor=summarizer.processor(TRIGGER, TAIL)))
         await analyze(store.engine)
         turns = itertools.count(size // 4)
         built.doors[size] = Door(store, turn_agent(), summarizer, turns, size)

@@ -8,7 +8,7 @@ A turn is a user request, a response calling a tool, the request returning its r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import (
@@ -21,8 +21,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from processors import count_tokens_approximately
+from processors import SummarizationFailure, SummarizationProcessor, count_tokens_approximately
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem as PeerItem
@@ -112,3 +113,25 @@ def peer_archive(size: int) -> list[PeerItem]:
 def token_counts(messages: Sequence[ModelMessage]) -> list[int]:
     """Each message's token count, as a run stores it."""
     return [count_tokens_approximately([message]) for message in messages]
+
+
+@dataclass
+class Summarizer:
+    """The scripted summarizer: a summary of `SUMMARY_TEXT`'s length, numbered, made at once."""
+
+    calls: int = 0
+    failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.calls += 1
+        return ModelResponse(parts=[TextPart(f'{SUMMARY_TEXT} [summary {self.calls}]')])
+
+    def processor(self, trigger: int, keep: int) -> SummarizationProcessor:
+        """A summarizing processor on this summarizer: at `trigger` messages in the window, down to `keep`."""
+
+        async def failed(failure: SummarizationFailure) -> None:
+            self.failures.append(failure)
+
+        return SummarizationProcessor(
+            FunctionModel(self), trigger=('messages', trigger), keep=('messages', keep), on_failure=failed
+        )

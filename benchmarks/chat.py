@@ -95,13 +95,13 @@ from _chat_door import (
     WINDOW,
     Assistant,
     Chat,
-    Summarizer,
     chat_app,
     old_turn,
     open_chat,
     seed,
 )
 from _store_contenders import Databases, PostgresDatabases, SqliteFiles
+from _store_conversation import Summarizer
 from _store_measuring import round_robin
 from sqlalchemy.engine import make_url
 
@@ -133,7 +133,7 @@ async def open_size(stack: AsyncExitStack, databases: Databases, size: int) -> t
     seeding took."""
     assistant, summarizer = Assistant(), Summarizer()
     store = await stack.enter_async_context(
-        SessionStore(databases.url(f'chat-{size}'), processor=summarizer.processor())
+        SessionStore(databases.url(f'chat-{size}'), processor=summarizer.processor(TRIGGER, WINDOW))
     )
     began = time.perf_counter()
     await seed(store, size)
