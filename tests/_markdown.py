@@ -14,6 +14,8 @@ Every fenced block has a language, and its language says how it is checked:
   at rich's 80 columns).
 - ```text: a picture or a file's shape, not code; nothing runs.
 - ```tsx: a browser's code (a React front end), which nothing here can run: it is always marked not run.
+- ```sql: statements for a database server, which a reader runs with their own client: always marked not run,
+  the marker naming the test that runs them against a real server.
 
 A block that can't run here is marked on the line before its fence: `<!-- not run: REASON -->`. The reason
 says why (it starts a server, installs packages, runs the test suite itself) and, when something else runs it,
@@ -82,7 +84,15 @@ RUNNER = textwrap.dedent(
     """
 )
 
-LANGUAGES = {'python': 'python', 'py': 'python', 'bash': 'bash', 'sh': 'bash', 'text': 'text', 'tsx': 'tsx'}
+LANGUAGES = {
+    'python': 'python',
+    'py': 'python',
+    'bash': 'bash',
+    'sh': 'bash',
+    'text': 'text',
+    'tsx': 'tsx',
+    'sql': 'sql',
+}
 """The fence languages a block may have, each with how it is checked."""
 
 NOT_RUN = re.compile(r'^<!--\s*not run:\s*(?P<reason>.+?)\s*-->$')
@@ -99,7 +109,7 @@ class Block:
     heading: str
     index: int  # among the blocks under the same heading
     line: int  # of the block's first source line in the file
-    language: str  # as LANGUAGES names it: 'python', 'bash', 'text' or 'tsx'
+    language: str  # as LANGUAGES names it: 'python', 'bash', 'text', 'tsx' or 'sql'
     source: str
     preamble: str
     """The text between the block before (or the file's start) and this block's fence."""
@@ -309,7 +319,7 @@ def runnable(blocks: list[Block]) -> list[Block]:
 def check_block_kinds(blocks: list[Block]) -> None:
     """What holds of every block without running it: each Python block runs and shows its output, and names a
     provider model only after saying what it needs, unless it shows an example file that a test module of its own
-    runs; only shell and TSX blocks may be marked not run, and a TSX block must be."""
+    runs; only shell, TSX and SQL blocks may be marked not run, and TSX and SQL blocks must be."""
     for block in blocks:
         assert block.included is not None or '--8<--' not in block.source, (
             f'{block.where}: a block shows a file whole, as its one line `--8<-- "docs/examples/NAME.py"`'
@@ -332,7 +342,7 @@ def check_block_kinds(blocks: list[Block]) -> None:
                 )
         elif block.language == 'text':
             assert block.not_run is None, f'{block.where}: a text block never runs, so needs no marker'
-        elif block.language == 'tsx':
+        elif block.language in ('tsx', 'sql'):
             assert block.not_run is not None, f'{block.where}: say why the block is not run, and what checks it'
 
 
