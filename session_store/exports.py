@@ -42,8 +42,8 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from ._codec import dump_message, dump_usage, load_message, load_usage, utc
-from ._history.tree import Segments, spans_of
 from ._ids import check_id
+from ._paths import Segments, spans_of
 from .errors import ExportError
 from .results import StoredSummary
 

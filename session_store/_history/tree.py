@@ -7,7 +7,6 @@ points on it, never with the size of the tree or the archive.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVarTuple
 
 from sqlalchemy import (
@@ -28,6 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
+from .._paths import Segments, Span, span_at, spans_of
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 Ts = TypeVarTuple('Ts')
@@ -56,22 +56,10 @@ __all__ = (
 )
 
 
-@dataclass(frozen=True)
-class Span:
-    """The positions `[start, end)` of a path that one segment holds."""
-
-    segment_pk: int
-    start: int
-    end: int
-
-
 # Table columns rather than mapped attributes: the hot path's reads compile without the ORM's machinery.
 _messages = MessageRow.__table__.c
 _summaries = SummaryRow.__table__.c
 _segments = SegmentRow.__table__.c
-
-Segments = dict[int, tuple[int | None, int]]
-"""A session's segments: each one's parent and the position it starts at."""
 
 
 def segments_query(session_pk: int) -> Select[int, int | None, int]:
@@ -138,28 +126,6 @@ def entry_before_window() -> ColumnElement[str | None]:
     """The `entry_id` of the message just before a session's window starts on its active path, as a correlated
     scalar subquery: the parent of the first entry a window without a head hands out. NULL at position 0."""
     return _entry_in(SessionRow.active_segment_pk, SessionRow.window_start - 1)
-
-
-def spans_of(segments: Segments, segment_pk: int, length: int) -> list[Span]:
-    """The first `length` positions of the path ending in `segment_pk`, given the session's segments."""
-    spans: list[Span] = []
-    end, current = length, segment_pk
-    while True:
-        parent, starts_at = segments[current]
-        if end > starts_at or not spans:
-            spans.append(Span(current, starts_at, end))
-        if parent is None:
-            break
-        end, current = min(end, starts_at), parent
-    return spans[::-1]
-
-
-def span_at(spans: Sequence[Span], position: int) -> Span:
-    """The span holding `position`."""
-    for span in spans:
-        if span.start <= position < span.end:
-            return span
-    raise IndexError(position)
 
 
 def on_path(query: Select[*Ts], spans: Sequence[Span], *ranges: tuple[int, int]) -> Select[*Ts] | CompoundSelect[*Ts]:
