@@ -254,6 +254,10 @@ class _Web:
         )
 
 
+_CHAT_NOT_ENABLED = 'chat is not enabled: start with --chat MODEL (create_app(chat_model=...) in code)'
+"""Why `POST /api/chat` is 404 on a server started without a chat model, whatever the request's origin."""
+
+
 def create_app(
     store: SessionStore,
     *,
@@ -315,7 +319,15 @@ def create_app(
         routes.append(Route('/api/chat', web.api_chat, methods=['POST']))
     return Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, token=token, trusted_hosts=trusted_hosts, login_page=web.login_html)],
+        middleware=[
+            Middleware(
+                Guard,
+                token=token,
+                trusted_hosts=trusted_hosts,
+                login_page=web.login_html,
+                not_served={} if web.agent is not None else {'/api/chat': _CHAT_NOT_ENABLED},
+            )
+        ],
         exception_handlers={
             SessionNotFound: session_not_found,
             UnknownBranch: unknown_branch,

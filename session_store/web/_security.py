@@ -6,9 +6,11 @@
      trust), so a web page whose name was re-pointed at 127.0.0.1 (DNS rebinding) gets nothing.
   2. With a token, every request but the login form and the static files needs it: an
      `Authorization: Bearer <token>` header, or the cookie the login form sets. Else 401.
-  3. A request that changes state (any method but GET, HEAD, OPTIONS) must come from a page of this
+  3. A path this server was started without (`/api/chat` with no chat model) is 404, with the reason,
+     whatever the request's origin: it changes nothing, so there is nothing to refuse.
+  4. A request that changes state (any method but GET, HEAD, OPTIONS) must come from a page of this
      server: its `Origin` (or, failing that, its `Referer`) must name the same host and port. Else 403.
-  4. Every answer carries a Content-Security-Policy that runs only this server's own script and styles,
+  5. Every answer carries a Content-Security-Policy that runs only this server's own script and styles,
      and is never cached.
 """
 
@@ -18,7 +20,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
@@ -98,6 +100,7 @@ class Guard:
         trusted_hosts: `Host` names besides loopback that may reach a server without a token.
         login_page: Renders the login form (the path to return to, an error or `None`, the app's root path) for
             a browser that asked for a page without the token.
+        not_served: Paths this app was started without, each with why, answered 404.
     """
 
     def __init__(
@@ -107,8 +110,10 @@ class Guard:
         token: str | None,
         trusted_hosts: Collection[str] = (),
         login_page: Callable[[str, str | None, str], str],
+        not_served: Mapping[str, str] | None = None,
     ) -> None:
         self.app = app
+        self.not_served = dict(not_served or {})
         self.token = token
         self.cookie = None if token is None else cookie_value(token)
         self.trusted_hosts = {host.lower() for host in trusted_hosts}
@@ -157,6 +162,8 @@ class Guard:
         public = path == '/login' or path.startswith('/static/')
         if self.token is not None and not public and not self._authorized(headers):
             return self._unauthorized(scope, headers, path, root)
+        if path in self.not_served:
+            return 404, json.dumps({'error': self.not_served[path]}), 'application/json', []
         if scope['method'] not in SAFE_METHODS and not self._same_origin(headers, host):
             return (
                 403,
