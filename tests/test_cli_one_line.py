@@ -110,6 +110,17 @@ def test_sealing_clear_data_asks_first_and_a_no_seals_nothing(demo: str, tmp_pat
     fails(invoke(demo, 'history', 'demo'), "key 'k1'", '--key-file')
 
 
+def test_sealing_progress_is_a_line_a_step_when_stderr_is_not_a_terminal(demo: str, tmp_path: Path) -> None:
+    keys = tmp_path / 'keys'
+    keys.write_text(ok(CliRunner().invoke(main, ['keygen'])))
+    result = invoke(demo, 'encrypt', '--yes', '--batch', '3', '--key-file', str(keys))
+    assert 'Sealed 8 messages' in ok(result)
+    assert '\r' not in result.stderr
+    steps = result.stderr.splitlines()
+    assert len(steps) >= 3 and all(step.endswith(' sealed...') for step in steps), result.stderr
+    assert steps[-1].startswith('8 messages, ')
+
+
 def test_serve_on_a_busy_port_says_so_in_one_line_before_claiming_to_serve(demo: str) -> None:
     with socket.create_server(('127.0.0.1', 0)) as taken:
         port = taken.getsockname()[1]

@@ -83,7 +83,8 @@ async def _reseal(settings: Settings, pass_: Literal['encrypt', 'rekey'], batch_
 
         def progress(done: Resealed) -> None:
             sealed = f'{done.messages} messages, {done.summaries} summaries, {done.sessions} sessions'
-            err.print(f'{sealed} sealed...', end='\r')
+            # On a terminal one line counts up in place; in a log or a pipe, a line a step.
+            err.print(f'{sealed} sealed...', end='\r' if err.is_terminal else '\n')
 
         method = store.encrypt if pass_ == 'encrypt' else store.rekey
         done = await method(batch_size=batch_size, on_batch=progress)
