@@ -33,7 +33,7 @@ def plot_retention(report: RetentionReport, path: str | Path) -> Path:
     except ImportError as error:
         raise ImportError(f'A retention plot needs matplotlib: {PLOT_EXTRA}.', name='matplotlib') from error
 
-    figure, axes = pyplot.subplots(figsize=(8, 4.5), dpi=120)
+    figure, axes = pyplot.subplots(figsize=(8, 5), dpi=120)
     try:
         for index, result in enumerate(report.results):
             colour = f'C{index}'
@@ -50,7 +50,8 @@ def plot_retention(report: RetentionReport, path: str | Path) -> Path:
         axes.set_ylim(0, 1.05)
         axes.set_title(f'Retention after each compaction (seed {report.seed}, {report.turns} turns)')
         axes.grid(alpha=0.3)
-        axes.legend(fontsize=8, loc='lower left')
+        # Below the axes, where it hides no line.
+        axes.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
         figure.tight_layout()
         target = Path(path)
         figure.savefig(target, format='png')

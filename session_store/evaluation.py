@@ -38,6 +38,7 @@ from processors import (
 )
 
 from ._display import tiktoken_counter
+from ._eval_plot import plot_retention
 from ._eval_script import (
     FACT_KINDS,
     Conversation,
@@ -67,6 +68,7 @@ __all__ = (
     'evaluate_retention',
     'fact_status',
     'make_conversation',
+    'plot_retention',
 )
 
 SLIDING_WINDOW = 'window'
@@ -309,6 +311,24 @@ async def evaluate_retention(
 
 
 @dataclass
+class _Searcher:
+    """The recall probe's model: one `search_history` call per fact (its item and topic, never its value), all in
+    one response; then it keeps what each search returned."""
+
+    facts: list[PlantedFact] = field(default_factory=list[PlantedFact])
+    found: dict[str, str] = field(default_factory=dict[str, str])
+    """What the search for each fact returned, by the fact's id."""
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        answered = [part for part in messages[-1].parts if isinstance(part, ToolReturnPart)]
+        if answered:
+            self.found.update({part.tool_call_id: str(part.content) for part in answered})
+            return ModelResponse(parts=[TextPart('searched')])
+        calls = [ToolCallPart('search_history', {'query': fact.cue}, tool_call_id=fact.id) for fact in self.facts]
+        return ModelResponse(parts=calls)
+
+
+@dataclass
 class _Runner:
     """One contender's pass through the conversation."""
 
@@ -319,6 +339,11 @@ class _Runner:
     answerer: Model | None
     on_turn: Progress | None
     checkpoints: list[Checkpoint] = field(default_factory=list[Checkpoint])
+    searcher: _Searcher = field(default_factory=_Searcher)
+    recaller: Agent[None, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.recaller = Agent(FunctionModel(self.searcher, model_name='retention-eval-recall'))
 
     async def run(self) -> ContenderResult:
         model = ScriptedSupport(self.conversation)
@@ -359,24 +384,13 @@ class _Runner:
         self.checkpoints.append(Checkpoint(len(self.checkpoints) + 1, turn, len(request), checks))
 
     async def _recall(self, facts: list[PlantedFact], turn: int) -> dict[str, bool]:
-        """Search the archive for each fact with the session's own recall tools, as an agent would: one
-        `search_history` call per fact (its item and topic), all in one response; not stored in the session."""
+        """Search the archive for each fact with the session's own recall tools, as an agent would (`_Searcher`), in
+        a run outside the session: nothing of it is stored."""
         if not facts:
             return {}
-        returns: dict[str, str] = {}
-
-        def searcher(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            answered = [part for part in messages[-1].parts if isinstance(part, ToolReturnPart)]
-            if answered:
-                returns.update({part.tool_call_id: str(part.content) for part in answered})
-                return ModelResponse(parts=[TextPart('searched')])
-            return ModelResponse(
-                parts=[ToolCallPart('search_history', {'query': fact.cue}, tool_call_id=fact.id) for fact in facts]
-            )
-
-        agent: Agent[None, str] = Agent(FunctionModel(searcher, model_name='retention-eval-recall'))
-        await agent.run('Look these facts up in the archive.', toolsets=[self.session.recall_toolset()])
-        return {fact.id: holds(returns.get(fact.id, ''), fact.values_at(turn)[0]) for fact in facts}
+        self.searcher.facts, self.searcher.found = facts, {}
+        await self.recaller.run('Look these facts up in the archive.', toolsets=[self.session.recall_toolset()])
+        return {fact.id: holds(self.searcher.found.get(fact.id, ''), fact.values_at(turn)[0]) for fact in facts}
 
     async def _answers(self, facts: list[PlantedFact], turn: int) -> dict[str, bool]:
         """Ask the answer model each fact's question on the window the next run starts from (never stored)."""

@@ -7,6 +7,7 @@ The eval itself (pydantic-ai agents, a store, matplotlib for `--plot`) is import
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -148,12 +149,15 @@ def evaluate(
     if as_json:
         out.print_json(json.dumps(report.to_json()))
     else:
-        for table in report_tables(report):
+        for index, table in enumerate(report_tables(report)):
+            if index:
+                out.print()
             out.print(table)
     if plot_path is not None:
         from .._eval_plot import plot_retention
 
-        err.print(f'Plot written to {plot_retention(report, plot_path)}', markup=False)
+        plot_retention(report, plot_path)
+        err.print(f'Plot written to {plot_path}', markup=False)
 
 
 async def _evaluate(
@@ -187,11 +191,7 @@ def _share(part: int, whole: int) -> str:
 def _by_compaction(report: RetentionReport, result: ContenderResult) -> Table:
     from ..evaluation import FACT_KINDS
 
-    table = Table(
-        title=f'{result.contender}: facts in the window after each compaction (in context / planted)',
-        title_justify='left',
-        box=box.SIMPLE_HEAD,
-    )
+    table = _table(f'{result.contender}: facts in the window after each compaction (in context / planted)')
     for name in ('#', 'turn', *FACT_KINDS, 'in context', 'stale', 'lost'):
         table.add_column(name, justify='right')
     if report.recall:
@@ -211,9 +211,7 @@ def _by_compaction(report: RetentionReport, result: ContenderResult) -> Table:
 def _by_kind(report: RetentionReport, result: ContenderResult) -> Table:
     from ..evaluation import FACT_KINDS
 
-    table = Table(
-        title=f'{result.contender}: every check of a planted fact, by kind', title_justify='left', box=box.SIMPLE_HEAD
-    )
+    table = _table(f'{result.contender}: every check of a planted fact, by kind')
     for name in ('kind', 'checks', 'kept', 'corrected', 'stale', 'lost', 'in context'):
         table.add_column(name, justify='left' if name == 'kind' else 'right')
     if report.recall:
@@ -232,39 +230,48 @@ def _by_kind(report: RetentionReport, result: ContenderResult) -> Table:
         row.append(_share(held, len(checks)))
         row += [str(sum(bool(check.recallable) for check in checks))] if report.recall else []
         row += [_share(sum(bool(check.answered) for check in checks), len(checks))] if report.answered else []
-        table.add_row(*row, end_section=kind == FACT_KINDS[-1])
+        table.add_row(*row)
     return table
 
 
 def _comparison(report: RetentionReport) -> Table:
+    """The contenders side by side, a column each: what they kept over every checkpoint, and what it cost."""
     from ..evaluation import Checkpoint
 
-    table = Table(
-        title=f'Seed {report.seed}, {report.turns} turns, {len(report.facts)} planted facts',
-        title_justify='left',
-        box=box.SIMPLE_HEAD,
-    )
-    names = ['contender', 'compactions', 'in context']
-    names += ['or recallable'] if report.recall else []
-    names += ['answered'] if report.answered else []
-    names += ['summaries', 'summarizer tokens in', 'out', 'last summary tokens']
-    for name in names:
-        table.add_column(name, justify='left' if name == 'contender' else 'right')
+    table = _table(f'Seed {report.seed}, {report.turns} turns, {len(report.facts)} planted facts: side by side')
+    table.add_column('', no_wrap=True)
     for result in report.results:
-        checks = result.total(Checkpoint.planted)
-        row = [result.contender, str(len(result.checkpoints)), _share(result.total(Checkpoint.in_context), checks)]
-        if report.recall:
-            reach = result.total(Checkpoint.in_context) + result.total(Checkpoint.recallable)
-            row.append(_share(reach, checks))
-        row += [_share(result.total(Checkpoint.answered), checks)] if report.answered else []
-        row += [
-            str(result.summaries),
-            f'{result.summarizer_input_tokens:,}',
-            f'{result.summarizer_output_tokens:,}',
-            f'{result.last_summary_tokens:,}',
-        ]
-        table.add_row(*row)
+        table.add_column(result.contender, justify='right')
+    rows: list[tuple[str, Callable[[ContenderResult], str]]] = [
+        ('compactions', lambda r: str(len(r.checkpoints))),
+        ('in context', lambda r: _share(r.total(Checkpoint.in_context), r.total(Checkpoint.planted))),
+    ]
+    if report.recall:
+        rows.append(
+            (
+                'in context or recallable',
+                lambda r: _share(
+                    r.total(Checkpoint.in_context) + r.total(Checkpoint.recallable), r.total(Checkpoint.planted)
+                ),
+            )
+        )
+    if report.answered:
+        rows.append(('answered', lambda r: _share(r.total(Checkpoint.answered), r.total(Checkpoint.planted))))
+    rows += [
+        ('summaries', lambda r: str(r.summaries)),
+        ('summarizer read, tokens', lambda r: f'{r.summarizer_input_tokens:,}'),
+        ('summarizer wrote, tokens', lambda r: f'{r.summarizer_output_tokens:,}'),
+        ('last summary, tokens', lambda r: f'{r.last_summary_tokens:,}'),
+    ]
+    for name, cell in rows:
+        table.add_row(name, *(cell(result) for result in report.results))
     return table
+
+
+def _table(title: str) -> Table:
+    """A table as `eval` prints them: a title above, a rule under the header, one space between columns (so 80
+    columns hold the widest)."""
+    return Table(title=title, title_justify='left', box=box.SIMPLE_HEAD, padding=0, show_edge=False)
 
 
 def report_tables(report: RetentionReport) -> list[Table]:
