@@ -221,3 +221,20 @@ def test_eval_refuses_bad_options_in_one_line(tmp_path: Path, monkeypatch: pytes
     fails(cli('eval', '--prompt-file', str(tmp_path / 'prompt.txt'), cwd=tmp_path), '{messages} placeholder')
     monkeypatch.setitem(sys.modules, 'matplotlib', None)  # `import matplotlib` fails, as when not installed
     fails(cli('eval', '--plot', str(tmp_path / 'r.png'), cwd=tmp_path), 'pydantic-ai-session-store[plot]')
+
+
+@pytest.mark.slow
+def test_the_200_turn_eval_runs_offline_and_prints_the_same_figures_twice(tmp_path: Path) -> None:
+    args = ['eval', '--summarizer', 'test', '--turns', '200', '--seed', '1', '--plot', 'retention.png']
+    first, second = ok(cli(*args, cwd=tmp_path)), ok(cli(*args, cwd=tmp_path))
+    assert first == second
+    assert 'Seed 1, 200 turns, 40 planted facts: side by side' in first
+    assert (tmp_path / 'retention.png').read_bytes().startswith(b'\x89PNG\r\n\x1a\n')
+
+
+@pytest.mark.slow
+async def test_the_figures_are_the_store_s_whichever_backend_holds_it(db_url: str) -> None:
+    """On the test's SQLite file or PostgreSQL database, the eval gives what it gives in its own temporary store."""
+    contenders = [Contender('test', 8, 3), Contender('window', 8, 3)]
+    here = await evaluate_retention(contenders, turns=16, seed=7, url=db_url)
+    assert here.to_json() == (await evaluate_retention(contenders, turns=16, seed=7)).to_json()
