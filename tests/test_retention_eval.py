@@ -1,8 +1,8 @@
-"""The retention eval measures what it claims: on one seeded conversation, run through real sessions on SQLite,
-the extractive summarizer keeps more planted facts in context than the sliding window, one that drops every
-number keeps fewer, a correction counts only when its new value is kept, and an answer model's answers are
-checked against the window it was really given. The 200-turn runs, the command's determinism, the docs page's
-figures and PostgreSQL are in the slow tier.
+"""The retention eval measures what it claims: on one seeded conversation, run through real sessions, the extractive
+summarizer keeps more planted facts in context than the sliding window, one that drops every number keeps fewer, a
+correction counts only when its new value is kept, and an answer model's answers are checked against the window it
+was really given. The quick tier runs a 16-turn conversation; longer runs, the command's own runs (the 200-turn one
+twice), PostgreSQL and the answer model are in the slow tier, and tests/test_docs.py checks the docs page's figures.
 """
 
 from __future__ import annotations
@@ -216,6 +216,7 @@ def test_eval_refuses_bad_options_in_one_line(tmp_path: Path, monkeypatch: pytes
     fails(cli('eval', '--vs-keep', '40', cwd=tmp_path), '--vs-keep (40) must be less than --vs-trigger (40)')
     fails(cli('eval', '--vs-keep', '12', cwd=tmp_path), 'the same configuration')
     fails(cli('eval', '--turns', '0', cwd=tmp_path), '--turns must be from 1')
+    fails(cli('eval', '--summarizer', 'bogus:thing', cwd=tmp_path), 'Model error', 'bogus:thing')
     fails(cli('eval', '--prompt-file', str(tmp_path / 'none.txt'), cwd=tmp_path), 'Cannot read the prompt file')
     (tmp_path / 'prompt.txt').write_text('Summarize this.')
     fails(cli('eval', '--prompt-file', str(tmp_path / 'prompt.txt'), cwd=tmp_path), '{messages} placeholder')

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import click
 from rich import box
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ._app import Bounded, json_option, main, pass_settings
@@ -163,6 +162,8 @@ def evaluate(
 async def _evaluate(
     contenders: list[Contender], turns: int, seed: int, answer_model: str | None, recall: bool
 ) -> RetentionReport:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from ..evaluation import evaluate_retention
 
     with Progress(
