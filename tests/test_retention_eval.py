@@ -15,9 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from session_store import SessionStore
+from session_store._eval_script import ScriptedSupport, support_agent
 from session_store._offline import extractive_summarizer
 from session_store.evaluation import (
     FACT_KINDS,
@@ -123,6 +126,35 @@ async def test_what_a_summarizer_drops_the_eval_counts_lost_or_stale() -> None:
     # A stale fact is out of context, and the recall tools find the newer value in the archive.
     stale = [check for c in uncorrected.checkpoints for check in c.checks if check.status == 'stale']
     assert stale and all(not check.in_context and check.recallable for check in stale)
+
+
+@pytest.mark.slow_on_postgresql
+async def test_the_recall_tools_serve_an_agent_outside_the_session_and_store_nothing(
+    store_factory: Callable[..., SessionStore],
+) -> None:
+    """`Session.recall_toolset()`: the probe the eval's recall check is, for any agent run outside the session."""
+    conversation = make_conversation(8, 3)
+    session = await store_factory().session('probed', processor=Contender('window', 6, 2).processor())
+    model = ScriptedSupport(conversation)
+    agent = support_agent(model)
+    for turn, step in enumerate(conversation.turns):
+        model.start(turn)
+        await session.run(agent, step.prompt)
+    archived = await session.history()
+    fact = conversation.facts[0]
+    found: list[str] = []
+
+    def searcher(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [part for part in messages[-1].parts if isinstance(part, ToolReturnPart)]
+        if returns:
+            found.extend(str(part.content) for part in returns)
+            return ModelResponse(parts=[TextPart('done')])
+        return ModelResponse(parts=[ToolCallPart('search_history', {'query': fact.cue})])
+
+    probe: Agent[None, str] = Agent(FunctionModel(searcher))
+    await probe.run('Look it up.', toolsets=[session.recall_toolset()])
+    assert len(found) == 1 and fact.value in found[0]
+    assert await session.history() == archived  # the probe's run is not the session's
 
 
 def test_fact_status_reads_the_latest_value_whole() -> None:
