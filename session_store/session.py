@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.result import StreamedRunResult
 from pydantic_ai.run import AgentRun, AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests, RunContext
+from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RunUsage
 
 from processors import (
@@ -171,6 +172,14 @@ class Session:
     async def summaries(self) -> SummaryChain:
         """The summary chain; see `SessionStore.summaries`."""
         return await read_summaries(self._database, self.session_id, scope=self.scope)
+
+    def recall_toolset(self, recall: Recall | None = None) -> FunctionToolset[Any]:
+        """The recall tools over this session's archive (`search_history`, `read_history`), for an agent run outside
+        the session, whose messages are not stored in it: a probe, or a helper agent looking something up.
+
+        `recall` sets their budget: the session's own `recall` settings by default, else `Recall()`'s.
+        """
+        return recall_toolset(self._database, self.session_id, self.scope, recall or self.recall or Recall())
 
     @asynccontextmanager
     async def _turn(

@@ -8,13 +8,25 @@ exit 2 with a usage block.
 
 Modules: `_app` (the group and its shared options), `_runtime` (settings, opening the store, errors),
 `_render` (messages as lines and JSON), `review`, `branching`, `compaction`, `transfer`, `retention`,
-`encryption`, `chat`, `demo` and `serve` (the commands, which register on the group when imported here),
-`_demo_script` and `_demo_run` (the demo itself).
+`encryption`, `chat`, `demo`, `serve` and `evaluation` (`eval`): the commands, which register on the group
+when imported here; `_demo_script` and `_demo_run` (the demo itself).
 """
 
 from __future__ import annotations
 
-from . import branching, chat, compaction, demo, encryption, retention, review, serve, transfer
+from . import branching, chat, compaction, demo, encryption, evaluation, retention, review, serve, transfer
 from ._app import main
 
-__all__ = ('branching', 'chat', 'compaction', 'demo', 'encryption', 'main', 'retention', 'review', 'serve', 'transfer')
+__all__ = (
+    'branching',
+    'chat',
+    'compaction',
+    'demo',
+    'encryption',
+    'evaluation',
+    'main',
+    'retention',
+    'review',
+    'serve',
+    'transfer',
+)
