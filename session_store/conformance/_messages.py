@@ -84,3 +84,74 @@ def faithful(stored: list[ModelMessage], saved: list[ModelMessage]) -> bool:
     except ValueError:  # text JSON can't hold (a lone surrogate): only the messages as held compare
         return False
     return dumped(stored) == dumped(ModelMessagesTypeAdapter.validate_json(serialized))
+
+
+def every_part_kind() -> list[ModelMessage]:
+    """A history holding a part of every public kind a request or response can carry, with tool call ids repeated
+    across responses, as servers that number calls `call_0`, `call_1`, ... in every response write them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)  # RetryPromptPart is deprecated, and still loads
+        retry_prompt = RetryPromptPart('Give an order id.', tool_name='lookup', tool_call_id='call_1', timestamp=MOMENT)
+    return [
+        ModelRequest(
+            parts=[
+                SystemPromptPart('Be brief.', timestamp=MOMENT),
+                UserPromptPart(
+                    [
+                        'Is this the order?',
+                        ImageUrl('https://example.com/order.png'),
+                        BinaryContent(b'\x00\xff', media_type='application/octet-stream'),
+                    ],
+                    timestamp=MOMENT,
+                ),
+                CompactionPart('Earlier: the user asked about ORDER-1042.'),
+                CompactionPart(None),
+                SpeechPart(speaker='user', transcript='Where is it?'),
+            ],
+            instructions='Answer politely.',
+            timestamp=MOMENT,
+        ),
+        ModelResponse(
+            parts=[
+                ThinkingPart('The user wants the order.', signature='sig'),
+                TextPart('Let me look.'),
+                ToolCallPart('lookup', {'order_id': 'ORDER-1042', 'lines': [1, 2]}, tool_call_id='call_0'),
+                ToolCallPart('lookup', '{"order_id": "ORDER-1043"}', tool_call_id='call_1'),
+                NativeToolCallPart('web_search', {'query': 'ORDER-1042'}, tool_call_id='n1', provider_name='openai'),
+                NativeToolReturnPart('web_search', {'results': ['a', 'b']}, tool_call_id='n1', provider_name='openai'),
+                FilePart(BinaryContent(b'\x89PNG', media_type='image/png')),
+                CompactionPart(None, provider_name='openai', provider_details={'encrypted': 'xyz'}),
+                SpeechPart(speaker='assistant', transcript=None),
+            ],
+            model_name='conformance',
+            timestamp=MOMENT,
+        ),
+        ModelRequest(
+            parts=[
+                ToolReturnPart('lookup', {'status': 'shipped'}, tool_call_id='call_0', timestamp=MOMENT),
+                ToolReturnPart(
+                    'lookup', 'Unknown order id.', tool_call_id='call_1', outcome='retried', timestamp=MOMENT
+                ),
+                retry_prompt,
+                RetryFeedbackPart('Please answer in text.', retry=RetryInfo('no_output')),
+                ToolAvailabilityDeltaPart(tools_added=['refund']),
+                CapabilityLoadDeltaPart(loaded=['orders']),
+                ModelSettingsDeltaPart(settings={'thinking': 'high'}),
+                InstructionDeltaPart(id=InstructionId(AgentInstructionSource(), name='style'), content='In French.'),
+                InstructionBaselinePart(instructions=[]),
+            ],
+            instructions='Answer politely.',
+            timestamp=MOMENT,
+        ),
+        # The next response numbers its calls from call_0 again.
+        ModelResponse(
+            parts=[ToolCallPart('refund', {'order_id': 'ORDER-1042'}, tool_call_id='call_0')],
+            model_name='conformance',
+            timestamp=MOMENT,
+        ),
+        ModelRequest(
+            parts=[ToolReturnPart('refund', 'Not allowed.', tool_call_id='call_0', outcome='denied', timestamp=MOMENT)],
+            timestamp=MOMENT,
+        ),
+        ModelResponse(parts=[TextPart('It shipped; no refund.')], model_name='conformance', timestamp=MOMENT),
+    ]

@@ -2,10 +2,10 @@
 by side (a hypothesis state machine), agreeing after each on records, heads, entries, trees and errors.
 
 It checks what one writer sees: every save is from a fresh load and every fork is to a new id, so revisions
-never go stale here (that is the `revisions` check), and the reading and changing methods are called without a scope (isolation is the `scopes`
-check), while conversations are saved under scopes and listed by them. Entry ids are each store's own, so paths
-are compared by their messages, and an id drawn from one store's path is matched to the same position in the
-other's. Each example uses ids and scopes of its own, so one store serves every example.
+never go stale here (that is the `revisions` check), and the reading and changing methods are called without a
+scope (isolation is the `scopes` check), while conversations are saved under scopes and listed by them. Entry ids
+are each store's own, so paths are compared by their messages, and an id drawn from one store's path is matched
+to the same position in the other's. Each example uses ids and scopes of its own, so one store serves them all.
 """
 
 from __future__ import annotations
