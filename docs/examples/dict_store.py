@@ -1,10 +1,12 @@
 """A pydantic-ai `ConversationStore` over two dicts, written as a backend author would write one: records and
 entries kept as JSON bytes (what a database or a key-value store would hold), the five storage primitives and
-nothing else. `docs/testing-your-store.md` runs the conformance suite on it."""
+nothing else, and the one declaration the conformance suite needs: `pytest -p session_store.conformance
+dict_store.py` runs it (docs/testing-your-store.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import TypeAdapter
 from pydantic_ai.conversation_store import (
@@ -13,6 +15,8 @@ from pydantic_ai.conversation_store import (
     ConversationRecord,
     ConversationStore,
 )
+
+from session_store.conformance import conformance_backend
 
 RECORD = TypeAdapter(ConversationRecord)
 ENTRY = TypeAdapter(ConversationEntry)
@@ -60,3 +64,9 @@ class DictConversationStore(ConversationStore):
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         return ENTRY.validate_json(self.entries[entry_id])  # a missing id is a KeyError, a LookupError
+
+
+@conformance_backend()
+def dict_store(folder: Path) -> DictConversationStore:
+    """The conformance suite's factory: a fresh store (it keeps nothing in `folder`, so it is not persistent)."""
+    return DictConversationStore()

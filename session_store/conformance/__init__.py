@@ -27,12 +27,21 @@ from typing import Any, Literal
 
 import pytest
 
-from ._backend import CHECKS, PROCESS_CHECKS, Capabilities, ConformanceBackend, conformance_backend, detect, importable
+from ._backend import (
+    CHECKS,
+    PROCESS_CHECKS,
+    Capabilities,
+    ConformanceBackend,
+    Factory,
+    conformance_backend,
+    detect,
+    importable,
+)
 from ._checks import CHECK_FUNCTIONS, REQUIREMENTS
 from ._harness import Harness
 from ._semantics import semantics
 
-__all__ = ('CHECKS', 'ConformanceBackend', 'Outcome', 'conformance_backend', 'validate')
+__all__ = ('CHECKS', 'ConformanceBackend', 'Factory', 'Outcome', 'conformance_backend', 'validate')
 
 
 class Skipped(Exception):

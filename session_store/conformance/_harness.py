@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,18 +36,18 @@ class Harness:
     report: Callable[[str], None]
     """Records a line for the run's summary (the cost check's figures)."""
 
-    def open(self) -> AsyncIterator[ConversationStore]:
+    def open(self) -> AbstractAsyncContextManager[ConversationStore]:
         """A store over this check's data (a fresh one on first use; for a persistent backend, the same data)."""
-        return opened(self.backend.factory, self.place / 'data')  # type: ignore[return-value]
+        return opened(self.backend.factory, self.place / 'data')
 
     @asynccontextmanager
     async def stores(self, count: int) -> AsyncIterator[Sequence[ConversationStore]]:
         """`count` stores over this check's data, all open at once; one store `count` times for a backend that is
         not persistent (a second one would not share the data)."""
         async with AsyncExitStack() as stack:
-            first = await stack.enter_async_context(self.open())  # type: ignore[arg-type]
+            first = await stack.enter_async_context(self.open())
             rest = [
-                await stack.enter_async_context(self.open()) if self.backend.persistent else first  # type: ignore[arg-type]
+                await stack.enter_async_context(self.open()) if self.backend.persistent else first
                 for _ in range(count - 1)
             ]
             yield [first, *rest]

@@ -83,7 +83,7 @@ def faithful(stored: list[ModelMessage], saved: list[ModelMessage]) -> bool:
         serialized = ModelMessagesTypeAdapter.dump_json(saved)
     except ValueError:  # text JSON can't hold (a lone surrogate): only the messages as held compare
         return False
-    return dumped(stored) == dumped(ModelMessagesTypeAdapter.validate_json(serialized))
+    return bool(dumped(stored) == dumped(ModelMessagesTypeAdapter.validate_json(serialized)))
 
 
 def every_part_kind() -> list[ModelMessage]:

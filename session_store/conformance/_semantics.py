@@ -247,7 +247,7 @@ def semantics(h: Harness) -> None:
     loop = asyncio.new_event_loop()
     opened = h.open()
     try:
-        store = loop.run_until_complete(opened.__aenter__())  # type: ignore[attr-defined]
+        store = loop.run_until_complete(opened.__aenter__())
         try:
             machine = type(
                 'Semantics',
@@ -273,6 +273,6 @@ def semantics(h: Harness) -> None:
                 ),
             )
         finally:
-            loop.run_until_complete(opened.__aexit__(None, None, None))  # type: ignore[attr-defined]
+            loop.run_until_complete(opened.__aexit__(None, None, None))
     finally:
         loop.close()
