@@ -1,5 +1,6 @@
 """The conformance suite bites: each backend broken on purpose (`tests/_broken_stores.py`) fails the check named
-for its defect and only that one, while the docs page's `DictConversationStore` they are made from passes."""
+for its defect and only that one, while the docs page's `DictConversationStore` they are made from passes. The
+issue's four (revisions, concurrency, scopes, atomicity), and one each for the semantics and bad-input checks."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import pytest
 from docs.examples.dict_store import DictConversationStore
 from session_store.conformance import conformance_backend, validate
 
-from ._broken_stores import DropsEntries, HalfWrites, IgnoresRevisions, LeaksScopes
+from ._broken_stores import DropsEntries, DropsNul, ForgetsBranches, HalfWrites, IgnoresRevisions, LeaksScopes
 
 CHECKS = ('semantics', 'revisions', 'concurrency', 'atomicity', 'scopes', 'bad_input')
 """The checks a store that is not persistent runs (durability and the process-level checks skip)."""
 
 
+@pytest.mark.slow  # the whole suite once per store: 5 to 35 s each here
 @pytest.mark.parametrize(
     ('store', 'defect'),
     [
@@ -24,6 +26,8 @@ CHECKS = ('semantics', 'revisions', 'concurrency', 'atomicity', 'scopes', 'bad_i
         (DropsEntries, 'concurrency'),
         (LeaksScopes, 'scopes'),
         (HalfWrites, 'atomicity'),
+        (ForgetsBranches, 'semantics'),
+        (DropsNul, 'bad_input'),
     ],
 )
 def test_a_broken_backend_fails_exactly_its_check(
