@@ -50,6 +50,8 @@ class _Machine(RuleBasedStateMachine):
         self.prefix = prefix
         self.turns = 0
         self.log: list[str] = []
+        self.deleted: set[str] = set()
+        """The conversations a `delete` was applied to."""
 
     def _do(self, what: str, operation: Operation) -> None:
         """Apply `operation` to both stores; both must do it, or both refuse it the same way."""
@@ -175,6 +177,7 @@ class _Machine(RuleBasedStateMachine):
             await store.delete(conversation_id)
 
         self._do(f'delete {conversation_id}', delete)
+        self.deleted.add(conversation_id)
 
     @invariant()
     def agree(self) -> None:
@@ -203,8 +206,13 @@ class _Machine(RuleBasedStateMachine):
             assert loaded is not None and entries is not None
             chain = all(later.parent_id == earlier.id for earlier, later in itertools.pairwise(entries))
             paths = [[e.message for e in await store.read_history(tip)] for tip in record.branches]
+            # Where a fork was made is read only while the conversation it was forked from was never deleted: whether a
+            # delete erases the entries no remaining history reaches is the backend's choice, and a backend whose forks
+            # copy their history leaves none of the source's reached by the fork.
             forked_at = (
-                None if record.forked_at is None else [e.message for e in await store.read_history(record.forked_at)]
+                None
+                if record.forked_at is None or record.forked_from in self.deleted
+                else [e.message for e in await store.read_history(record.forked_at)]
             )
             windows: list[Any] = []
             if 'limit' in self.capabilities:
