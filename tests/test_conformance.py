@@ -11,10 +11,9 @@ diverge, each declared with its reason and run as a strict xfail, so a check tha
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +79,25 @@ def _database(folder: Path, *, pooled: bool = False) -> str:
     kept = folder / 'url'
     if not kept.exists():
         made = fresh_database(require_postgres())
-        atexit.register(drop_database, made)
+        _MADE.append(made)
         kept.write_text(_through_pooler(made) if pooled else made)
     return kept.read_text()
 
 
+_MADE: list[str] = []
+"""The databases this process made, dropped when the module's tests are done."""
 _POOLER = contextlib.ExitStack()
 _POOLED: list[str] = []
-atexit.register(_POOLER.close)
+
+
+@pytest.fixture(scope='module', autouse=True)
+def _drop_databases_after() -> Iterator[None]:
+    """Drop the databases the factories made, and stop the pooler, once this module's tests are done."""
+    yield
+    _POOLER.close()
+    _POOLED.clear()
+    while _MADE:
+        drop_database(_MADE.pop())
 
 
 def _through_pooler(url: str) -> str:
