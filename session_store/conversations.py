@@ -407,7 +407,10 @@ class SQLConversationStore(ConversationStore):
             )
             if stored is not None:
                 return
-        async with self._database.read() as db, db.begin():
+
+        # A write transaction (SQLite's write lock taken up front, a refused lock retried), finished even when the
+        # saving task is cancelled: cancelled part-way, it held the lock until the connection was collected.
+        async def write(db: AsyncSession) -> None:
             if expected_revision is None:
                 session_pk, segment_pk, start = await self._create(db, record, new_entries)
             else:
@@ -423,6 +426,8 @@ class SQLConversationStore(ConversationStore):
             messages = [e.message for e in new_entries]
             entry_ids = [e.id for e in new_entries]
             await insert_messages(db, message_rows(vault, segment_pk, start, messages, tokens, entry_ids))
+
+        await self._database.write(conversation_id, write)
 
     async def _create(
         self, db: AsyncSession, record: ConversationRecord, new_entries: Sequence[ConversationEntry]
@@ -517,7 +522,8 @@ class SQLConversationStore(ConversationStore):
             SessionConflict: No session with this id has this revision.
         """
         check_id(conversation_id)
-        async with self._database.read() as db, db.begin():
+
+        async def delete(db: AsyncSession) -> None:
             # Claim the row first (the revision check and SQLite's write lock in one statement), so a
             # save racing this delete either lands before it and fails it, or fails itself.
             session_pk = await db.scalar(
@@ -529,6 +535,8 @@ class SQLConversationStore(ConversationStore):
             if session_pk is None:
                 raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
             await delete_rows(db, [session_pk])
+
+        await self._database.write(conversation_id, delete)
         self._runs.forget([conversation_id])
 
 

@@ -21,6 +21,8 @@ from testkit.faults import pgbouncer
 from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
 from testkit.templates import Fill, NewDatabase, Templates
 
+pytest_plugins = ['session_store.conformance']
+
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto` (pyproject's default) starts one worker more than there are cores: a test waits on a database

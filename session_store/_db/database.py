@@ -166,7 +166,8 @@ class Database:
         then whether it was stored can't be known, and `StoreUnavailable` says so).
 
         WAL and the busy timeout make most writers wait their turn; a transaction that read before
-        writing can still be refused at once, and is safe to run again from the start.
+        writing can still be refused at once, and is safe to run again from the start. A cancelled caller's
+        transaction still ends before the cancellation goes on, so it never holds a lock past its task.
         """
         done: list[bool] = []
 
@@ -177,7 +178,9 @@ class Database:
                 done.append(True)
                 return result
 
-        return await self._attempts(session_id, attempt, committing=lambda: bool(done))
+        await self.ready()
+        # Shielded: a cancelled caller still lets the transaction end (committed or rolled back) first.
+        return await self._attempts(session_id, lambda: _finished(attempt()), committing=lambda: bool(done))
 
     async def statements(self, work: Callable[[Connection], T], *, session_id: str | None = None) -> T:
         """Run `work`'s statements each on its own, no transaction around them: reads, and writes of one

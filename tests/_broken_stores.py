@@ -1,0 +1,109 @@
+"""Backends broken on purpose, one defect each, to show the conformance suite names it: each is the docs page's
+`DictConversationStore` with one thing done wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationConflict, ConversationEntry, ConversationRecord
+
+from docs.examples.dict_store import ENTRY, RECORD, DictConversationStore
+
+Entries = Sequence[ConversationEntry]
+
+
+class _Broken(DictConversationStore):
+    """`write_record` goes through `write`, which each broken store overrides."""
+
+    async def write_record(
+        self, record: ConversationRecord, *, new_entries: Entries = (), expected_revision: str | None
+    ) -> None:
+        await self.write(record, new_entries, expected_revision)
+
+    async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
+        await super().write_record(record, new_entries=new_entries, expected_revision=expected_revision)
+
+
+class IgnoresRevisions(_Broken):
+    """Writes over whatever is stored, whichever revision the writer loaded."""
+
+    async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
+        stored = await self.read_record(record.conversation_id)
+        await super().write(record, new_entries, None if stored is None else stored.revision)
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        stored = await self.read_record(conversation_id)
+        current = expected_revision if stored is None else stored.revision
+        await super().delete_record(conversation_id, expected_revision=current)
+
+
+class DropsEntries(_Broken):
+    """Rewrites its entries copy-on-write across an await: entries other writers stored meanwhile are lost."""
+
+    async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
+        before = dict(self.entries)
+        await super().write(record, new_entries, expected_revision)
+        await asyncio.sleep(0)  # a flush, say; a cancellation here leaves everything written
+        self.entries = {**before, **{entry.id: self.entries[entry.id] for entry in new_entries}}
+
+
+class LeaksScopes(DictConversationStore):
+    """Loads and deletes a conversation whatever scope the caller names."""
+
+    async def load(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> Conversation | None:
+        return await super().load(conversation_id, limit=limit)
+
+    async def delete(self, conversation_id: str, *, scope: str | None = None) -> None:
+        await super().delete(conversation_id)
+
+
+class HalfWrites(_Broken):
+    """Stores a save's entries one at a time, moving the record's head along with each, under a lock every
+    primitive takes, so no other task ever sees the save part-way; a cancelled save stays part-way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = asyncio.Lock()
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        async with self.lock:
+            return await super().read_record(conversation_id)
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        async with self.lock:
+            return await super().read_entry(entry_id)
+
+    async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
+        if not new_entries:
+            await super().write(record, new_entries, expected_revision)
+            return
+        async with self.lock:
+            stored = await DictConversationStore.read_record(self, record.conversation_id)
+            if (None if stored is None else stored.revision) != expected_revision:
+                raise ConversationConflict(record.conversation_id)
+            for entry in new_entries:
+                self.entries[entry.id] = ENTRY.dump_json(entry)
+                partial = dataclasses.replace(record, head_id=entry.id)
+                self.records[record.conversation_id] = RECORD.dump_json(partial)
+                await asyncio.sleep(0)
+
+
+class ForgetsBranches(_Broken):
+    """Keeps only the active path: the branches a rewrite or `branch` leaves are not recorded."""
+
+    async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
+        await super().write(dataclasses.replace(record, branches=[]), new_entries, expected_revision)
+
+
+class DropsNul(_Broken):
+    """Strips NUL characters from what it stores, as a C-string field would, silently."""
+
+    async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
+        await super().write(record, new_entries, expected_revision)
+        for entry in new_entries:
+            self.entries[entry.id] = self.entries[entry.id].replace(b'\\u0000', b'')
