@@ -13,6 +13,7 @@ __all__ = (
     'ExportError',
     'KeyUnavailable',
     'SchemaMismatch',
+    'ServerRefused',
     'SessionConflict',
     'SessionNotFound',
     'StorageFull',
@@ -68,7 +69,15 @@ class StoreUnavailable(StoreError):
     failed too: the server is down, restarting or failing over. Nothing of the call was stored (where a write's
     outcome could not be known, the message says so). Calls work again as soon as the server is back."""
 
-    def __init__(self, database: str, session_id: str | None, detail: str, *, stored: bool | None = False) -> None:
+    def __init__(
+        self,
+        database: str,
+        session_id: str | None,
+        detail: str,
+        *,
+        stored: bool | None = False,
+        advice: str = 'The next call tries again on a fresh connection: retry once the server is back.',
+    ) -> None:
         # `stored`: False when nothing was, None when the connection was lost as the write committed.
         about = 'Cannot reach' if session_id is None else f'Session {session_id!r}: cannot reach'
         outcome = (
@@ -76,12 +85,30 @@ class StoreUnavailable(StoreError):
             if stored is False
             else 'the write may or may not have been stored (the next read of the session shows which)'
         )
-        super().__init__(
-            f'{about} the database at {database} ({detail}); {outcome}. The next call tries again on a fresh '
-            'connection: retry once the server is back.'
-        )
+        super().__init__(f'{about} the database at {database} ({detail}); {outcome}. {advice}')
         self.session_id = session_id
         self.stored = stored
+
+
+class ServerRefused(StoreError):
+    """The PostgreSQL server (or a pooler in front of it) refused the store's connection or a statement, for a reason
+    that trying again will not change: nothing of the call was stored, and the message says what to change.
+
+    `reason` says which refusal it was:
+
+    - `authentication`: the user, password or client certificate was not accepted (the password is never shown);
+    - `database`: the database the URL names does not exist;
+    - `tls`: TLS could not be set up as the URL asks: the server does not take it, or its certificate did not verify;
+    - `read_only`: the server takes no writes (a hot standby, or `default_transaction_read_only`);
+    - `statement_timeout`: a statement ran past the server's `statement_timeout` (or was cancelled);
+    - `transaction_pooler`: the server is reached through a pooler in transaction mode the store was not told about.
+    """
+
+    def __init__(self, database: str, session_id: str | None, reason: str, detail: str, advice: str) -> None:
+        about = 'The database' if session_id is None else f'Session {session_id!r}: the database'
+        super().__init__(f'{about} at {database} refused the store ({detail}); nothing was stored. {advice}')
+        self.session_id = session_id
+        self.reason = reason
 
 
 class StorageFull(StoreError):

@@ -124,9 +124,10 @@ class SessionStore:
         """Release the database connections."""
         await self._database.close()
 
-    async def migrate(self) -> None:
-        """Upgrade the database's schema to this version of session-store's."""
-        await self._database.migrate()
+    async def migrate(self) -> str | None:
+        """Upgrade the database's schema to this version of session-store's; the revision it was at before (`None` for
+        an empty database)."""
+        return await self._database.migrate()
 
     async def ready(self) -> None:
         """Check the schema (migrating an empty database); every method does so before its first query."""

@@ -1,9 +1,10 @@
-"""Faults to inject into a PostgreSQL server of a test's own: restart it, stop it and start it again, and put
-PgBouncer in transaction mode in front of it.
+"""Faults to inject into a PostgreSQL server of a test's own: restart it, stop it and start it again, reconfigure
+it, and put PgBouncer in transaction mode in front of it.
 
 A test that restarts a server must own it: ``own_server()`` starts a throwaway cluster (``testkit.postgres``'s
-one implementation) and yields an ``OwnServer`` that restarts, stops and starts it with ``pg_ctl``. ``pgbouncer``
-starts Debian's ``pgbouncer`` in front of a server, in ``pool_mode = transaction``, and yields the URL through it.
+one implementation) and yields an ``OwnServer`` that restarts, stops and starts it with ``pg_ctl``, and changes its
+settings (``configure``) and its client authentication (``allow_first``). ``pgbouncer`` starts Debian's
+``pgbouncer`` in front of a server, in ``pool_mode = transaction``, and yields the URL through it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,17 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from testkit.postgres import HOST, Server, _free_port, _run, _server_user, start_server, stop_server
+from testkit.postgres import (
+    HOST,
+    Server,
+    _execute,
+    _free_port,
+    _run,
+    _server_user,
+    run_async,
+    start_server,
+    stop_server,
+)
 
 __all__ = ('OwnServer', 'own_server', 'pgbouncer')
 
@@ -46,6 +57,30 @@ class OwnServer:
     def start(self) -> None:
         self._pg_ctl('start')
 
+    def configure(self, **settings: str) -> None:
+        """Set server settings (`ALTER SYSTEM SET name = 'value'`), then restart so that every one takes effect."""
+        statements = [f"ALTER SYSTEM SET {name} = '{value}'" for name, value in settings.items()]
+        run_async(lambda: _execute(make_url(self.url), *statements))
+        self.restart()
+
+    def allow_first(self, line: str) -> None:
+        """Put `line` (a `pg_hba.conf` rule) before the cluster's own rules; it applies from the next restart."""
+        hba = self.data / 'pg_hba.conf'
+        hba.write_text(f'{line}\n{hba.read_text()}')
+
+    @property
+    def data(self) -> Path:
+        """The cluster's data directory (its configuration files live there)."""
+        return self.server.root / 'data'
+
+    def own(self, path: Path) -> None:
+        """Give `path` to the user the server runs as, readable by it alone (as the server wants its TLS key)."""
+        user = _server_user()
+        if user is not None:
+            account = pwd.getpwnam(user)
+            os.chown(path, account.pw_uid, account.pw_gid)
+        path.chmod(0o600)
+
     def _pg_ctl(self, *args: str) -> None:
         root = self.server.root
         _run(
@@ -55,7 +90,7 @@ class OwnServer:
                 '--wait',
                 '--silent',
                 '-D',
-                root / 'data',
+                self.data,
                 '-l',
                 root / 'server.log',
             ],

@@ -16,11 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, a
 
 from .._ids import check_id
 from ..encryption import Encryption
-from ..errors import DatabaseLocked, SessionNotFound, StorageFull, StoreError, StoreUnavailable
+from ..errors import DatabaseLocked, ServerRefused, SessionNotFound, StorageFull, StoreError, StoreUnavailable
 from ..rows import SessionRow
 from . import schema
 from .engine import SQLITE_BEGIN, ServerOptions, create_engine, create_threaded_engine, sqlite_path
-from .faults import Fault, fault_of
+from .faults import BUSY_ADVICE, Fault, fault_of, refusal_of
 from .sealing import Sealer
 
 __all__ = ('Database', 'active_segment', 'find_session')
@@ -123,11 +123,13 @@ class Database:
                     )
                 self._checked = True
 
-    async def migrate(self) -> None:
-        """Upgrade the schema to this version's head revision, then check it."""
+    async def migrate(self) -> str | None:
+        """Upgrade the schema to this version's head revision, then check it; the revision it was at before."""
+        before = await self._attempts(None, lambda: schema.revision(self.engine))
         await self._attempts(None, lambda: schema.upgrade(self.engine))
         self._checked = False
         await self.ready()
+        return before
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -243,6 +245,10 @@ class Database:
             return StoreUnavailable(self.display_url, session_id, detail, stored=stored)
         if fault is Fault.FULL:
             return StorageFull(self.display_url, session_id, detail)
+        if fault is Fault.BUSY:
+            return StoreUnavailable(self.display_url, session_id, detail, stored=stored, advice=BUSY_ADVICE)
+        if (refusal := refusal_of(error)) is not None:
+            return ServerRefused(self.display_url, session_id, refusal.reason, detail, refusal.advice)
         if fault is Fault.LOCKED:
             return DatabaseLocked(session_id or '(the store)', 1)
         return error

@@ -16,6 +16,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from ._urls import asyncpg_arguments, flag
+
 __all__ = (
     'DEFAULT_URL',
     'POOLER_PARAMETER',
@@ -91,41 +93,28 @@ class ServerOptions:
 POOLER_PARAMETER = 'transaction_pooler'
 """The URL query parameter that says `transaction_pooler=true`, for a URL given on the command line."""
 
-_ASYNCPG_NUMBERS: dict[str, type[int] | type[float]] = {
-    # asyncpg's connect() takes these as numbers; from a URL's query they would reach it as text.
-    'statement_cache_size': int,
-    'max_cached_statement_lifetime': int,
-    'max_cacheable_statement_size': int,
-    'command_timeout': float,
-    'timeout': float,
-    'prepared_statement_cache_size': int,
-}
-
 
 def server_options(url: URL, given: ServerOptions) -> tuple[URL, ServerOptions]:
     """`url` without the query parameters the store reads itself, and the options they and `given` make.
 
+    On PostgreSQL, libpq's parameters (`sslmode`, `application_name`, `connect_timeout`, `options`, ...) become
+    asyncpg's `connect()` arguments (`_urls`); values in `given`'s `connect_args` win over the URL's.
+
     Raises:
-        ValueError: A query parameter that is not the number or boolean it must be.
+        ValueError: A query parameter that is not the number or boolean it must be, or that asyncpg can't take.
     """
     query = dict(url.query)
     pooler = given.transaction_pooler
     if POOLER_PARAMETER in query:
-        flag = str(query.pop(POOLER_PARAMETER)).lower()
-        if flag not in ('true', 'false', '1', '0'):
-            raise ValueError(f'The URL parameter {POOLER_PARAMETER} must be true or false; got {flag!r}.')
-        pooler = pooler or flag in ('true', '1')
-    connect_args: dict[str, Any] = {}
-    for name, kind in _ASYNCPG_NUMBERS.items():
-        if name in query:
-            text = query.pop(name)
-            try:
-                connect_args[name] = kind(str(text))
-            except ValueError:
-                raise ValueError(f'The URL parameter {name} must be a number; got {text!r}.') from None
+        pooler = flag(POOLER_PARAMETER, query.pop(POOLER_PARAMETER)) or pooler
     options = dict(given.engine_options)
-    if connect_args:
-        options['connect_args'] = {**connect_args, **options.get('connect_args', {})}
+    if url.drivername == 'postgresql+asyncpg':
+        query, connect_args = asyncpg_arguments(query)
+        chosen = dict(options.get('connect_args', {}))
+        if 'server_settings' in connect_args and 'server_settings' in chosen:
+            chosen['server_settings'] = {**connect_args['server_settings'], **chosen['server_settings']}
+        if connect_args:
+            options['connect_args'] = {**connect_args, **chosen}
     return url.set(query=query), ServerOptions(pooler, options)
 
 
@@ -145,13 +134,15 @@ def create_engine(url: URL, *, read_only: bool = False, server: ServerOptions | 
 def _postgresql_engine(url: URL, read_only: bool, server: ServerOptions) -> AsyncEngine:
     options = dict(server.engine_options)
     connect_args = dict(options.pop('connect_args', {}))
+    # A name of its own for every statement prepared, so that no two client connections' statements meet on one
+    # server connection: behind a transaction pooler the store was not told about, a statement that reaches another
+    # server connection than its own is then not found there (a `ServerRefused` saying what to set), rather than
+    # found under the same name as another client's statement and run in its place.
+    connect_args.setdefault('prepared_statement_name_func', _statement_name)
     if server.transaction_pooler:
-        # No statement cache on either side, and a name of its own for every statement prepared, so that no
-        # two client connections' statements meet on one server connection, and none is looked for after its
-        # transaction ended.
+        # No statement cache on either side, so that none is looked for after its transaction ended.
         connect_args.setdefault('statement_cache_size', 0)
         connect_args.setdefault('prepared_statement_cache_size', 0)
-        connect_args.setdefault('prepared_statement_name_func', _statement_name)
     if read_only:
         options['execution_options'] = {**options.get('execution_options', {}), 'postgresql_readonly': True}
     # A pooled connection is pinged as it is handed out, so the first use after a server restart or failover

@@ -1,18 +1,21 @@
-"""What a failing database raises, told apart: a refused lock, a lost or unreachable server, a full disk.
+"""What a failing database raises, told apart: a refused lock, a lost or unreachable server, a full disk, a server
+with no free connection slot, and a server that refuses the store (`Refusal`).
 
 Each expected fault becomes one of the store's own errors (`DatabaseLocked`, `StoreUnavailable`,
-`StorageFull`), saying what happened and what to do, instead of the driver's exception; `Database`
-decides which of them are worth one more try.
+`StorageFull`, `ServerRefused`), saying what happened and what to do, instead of the driver's exception;
+`Database` decides which of them are worth one more try.
 """
 
 from __future__ import annotations
 
 import enum
 import sqlite3
+import ssl
+from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError, InterfaceError
 
-__all__ = ('Fault', 'fault_of')
+__all__ = ('BUSY_ADVICE', 'Fault', 'Refusal', 'fault_of', 'refusal_of')
 
 
 class Fault(enum.Enum):
@@ -22,6 +25,71 @@ class Fault(enum.Enum):
     """The connection was lost, or the server could not be reached (down, restarting, failing over)."""
     FULL = 'full'
     """The disk (or the server's) is full: nothing more can be written until space is freed."""
+    BUSY = 'busy'
+    """Every connection slot of the server is taken: connecting works again once other clients close theirs."""
+    REFUSED = 'refused'
+    """The server refused the connection or a statement for a reason of its own (`refusal_of` says which)."""
+
+
+BUSY_ADVICE = (
+    'Every connection slot of the server is taken (its max_connections): retry once other clients close theirs. '
+    "Keep the sum of every process's pools (pool_size + max_overflow per pool) under the server's max_connections, "
+    'or put a pooler in front of it.'
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the server refused the store, and what to change: what `ServerRefused` says."""
+
+    reason: str
+    """A short name for the kind of refusal (`ServerRefused.reason`)."""
+    advice: str
+
+
+_CREDENTIALS = Refusal(
+    'authentication',
+    "Check the user and password in the URL; if they are right, the server's pg_hba.conf does not let this user in "
+    'from here, or asks for TLS (sslmode=require) or a client certificate (sslcert=, sslkey=).',
+)
+_POOLER = Refusal(
+    'transaction_pooler',
+    'A prepared statement met another server connection than the one it was prepared on: the server is reached '
+    "through a pooler in transaction mode (PgBouncer's pool_mode = transaction, a managed pooler). Pass "
+    'SessionStore(url, transaction_pooler=True), or add ?transaction_pooler=true to the URL.',
+)
+_REFUSALS = {
+    '28P01': _CREDENTIALS,  # invalid password
+    '28000': _CREDENTIALS,  # invalid authorization: no pg_hba.conf entry, a client certificate asked for
+    '3D000': Refusal(
+        'database',
+        'Create the database (createdb NAME, or CREATE DATABASE NAME as a user who may), or fix its name in the URL.',
+    ),
+    '25006': Refusal(
+        'read_only',
+        'The server takes no writes (a hot standby, or default_transaction_read_only): point the URL at the primary, '
+        'or list every host and add target_session_attrs=read-write.',
+    ),
+    '57014': Refusal(
+        'statement_timeout',
+        "A statement ran past the server's statement_timeout (or was cancelled): try again, or raise the timeout for "
+        "the store's role (ALTER ROLE ... SET statement_timeout = '60s') or in the URL "
+        '(?options=-c%20statement_timeout%3D60s).',
+    ),
+    '26000': _POOLER,  # prepared statement does not exist
+    '42P05': _POOLER,  # prepared statement already exists: another client's, of the same name
+}
+_TLS_UNVERIFIED = Refusal(
+    'tls',
+    "TLS could not be set up as the URL asks (the server's certificate did not verify against sslrootcert, or its "
+    'host name did not match): give the CA certificate that signed it as sslrootcert=PATH, or sslmode=require to '
+    'encrypt without verifying the server.',
+)
+_TLS_REFUSED = Refusal(
+    'tls',
+    'The server does not take TLS, which the URL asks for (sslmode=require or stricter): turn ssl on at the server, '
+    'or use sslmode=prefer to connect without it there.',
+)
 
 
 _LOST_SQLSTATES = {
@@ -37,9 +105,19 @@ _LOST_SQLSTATES = {
 _FULL_SQLSTATES = {'53100'}  # disk full
 
 
+def refusal_of(error: BaseException) -> Refusal | None:
+    """Why the server refused the store, if `error` (SQLAlchemy's wrapper, or the driver's own exception) says so."""
+    cause = _cause(error)
+    if isinstance(cause, ssl.SSLError):
+        return _TLS_UNVERIFIED
+    if isinstance(cause, ConnectionError) and 'rejected SSL upgrade' in str(cause):  # asyncpg's words for it
+        return _TLS_REFUSED
+    return _REFUSALS.get(_sqlstate(cause) or '')
+
+
 def fault_of(error: BaseException) -> Fault | None:
     """Which expected fault `error` is (SQLAlchemy's wrapper, or the driver's own exception), if any."""
-    cause = error.orig if isinstance(error, DBAPIError) else error
+    cause = _cause(error)
     if isinstance(cause, sqlite3.OperationalError):
         text = str(cause)
         if 'locked' in text:
@@ -47,9 +125,13 @@ def fault_of(error: BaseException) -> Fault | None:
         if 'disk is full' in text or 'disk I/O error' in text:
             return Fault.FULL
         return None
+    if refusal_of(cause) is not None:
+        return Fault.REFUSED
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return Fault.LOST
-    state = getattr(cause, 'sqlstate', None) or getattr(getattr(cause, '__cause__', None), 'sqlstate', None)
+    state = _sqlstate(cause)
+    if state == '53300':  # too many connections
+        return Fault.BUSY
     if state in _LOST_SQLSTATES:
         return Fault.LOST
     if state in _FULL_SQLSTATES:
@@ -67,3 +149,13 @@ def fault_of(error: BaseException) -> Fault | None:
     ):
         return Fault.LOST
     return None
+
+
+def _cause(error: BaseException) -> BaseException:
+    return error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+
+
+def _sqlstate(cause: BaseException) -> str | None:
+    """The SQLSTATE of the driver's error (asyncpg's, or SQLAlchemy's adaptation of it, which keeps it as its cause)."""
+    state = getattr(cause, 'sqlstate', None) or getattr(getattr(cause, '__cause__', None), 'sqlstate', None)
+    return None if state is None else str(state)

@@ -85,15 +85,21 @@ def _upgrade(connection: Connection) -> None:
 
 
 @asynccontextmanager
-async def _migrating(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+async def _migrating(engine: AsyncEngine, *, reading: bool = False) -> AsyncIterator[AsyncConnection]:
     """One transaction holding the migration lock: SQLite's write lock, taken IMMEDIATE, or a PostgreSQL advisory
-    lock. A second process waits for the first to commit, then reads the schema it made."""
+    lock. A second process waits for the first to commit, then reads the schema it made.
+
+    `reading` only reads the schema: on PostgreSQL it takes the lock shared, so it waits for a migration under way
+    to commit but not for other readers; on SQLite a deferred transaction's one snapshot shows the schema whole
+    (a migration is one transaction), without the write lock a read-only store may not take.
+    """
     async with engine.connect() as connection:
-        if engine.dialect.name == 'sqlite':
+        if engine.dialect.name == 'sqlite' and not reading:
             connection = await connection.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
         async with connection.begin():
             if engine.dialect.name == 'postgresql':
-                await connection.execute(text('SELECT pg_advisory_xact_lock(:key)'), {'key': _MIGRATION_LOCK})
+                lock = 'pg_advisory_xact_lock_shared' if reading else 'pg_advisory_xact_lock'
+                await connection.execute(text(f'SELECT {lock}(:key)'), {'key': _MIGRATION_LOCK})
             yield connection
 
 
@@ -121,9 +127,10 @@ def stamped_revision(connection: Connection) -> str | None:
 async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = True) -> None:
     """Migrate an empty database; refuse one at any other revision than ours, saying what to do.
 
-    With `migrate_empty`, the revision and the tables are read under the migration lock, in the transaction that
-    migrates: several processes opening one empty database at once find it either empty (the first, which
-    migrates) or migrated (the others, once it committed), never half-made.
+    The revision and the tables are read under the migration lock (with `migrate_empty`, in the transaction that
+    migrates): several processes opening one empty database at once find it either empty (the first, which
+    migrates) or migrated (the others, once it committed), never half-made; one that may not migrate waits for a
+    migration under way and then opens.
     """
     if migrate_empty:
         async with _migrating(engine) as connection:
@@ -132,7 +139,9 @@ async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = T
                 await connection.run_sync(_upgrade)
                 return
     else:
-        async with engine.connect() as connection:
+        # Under the lock too: read without it, the revision and the tables could straddle another process's
+        # migration committing (no revision yet, then its tables), and a migrated database be called a foreign one.
+        async with _migrating(engine, reading=True) as connection:
             revision, has_tables = await connection.run_sync(_state)
     head = head_revision()
     shown = url.render_as_string(hide_password=True)

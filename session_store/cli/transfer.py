@@ -110,8 +110,7 @@ async def _migrate(settings: Settings) -> tuple[str | None, str]:
     store = SessionStore(settings.url)
     try:
         # Not `open_store`: opening checks the schema, and refuses exactly the databases this upgrades.
-        before = await schema.revision(store.engine)
-        await store.migrate()
+        before = await store.migrate()
     finally:
         await store.close()
     return before, schema.head_revision()
