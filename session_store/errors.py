@@ -101,7 +101,8 @@ class ServerRefused(StoreError):
     - `tls`: TLS could not be set up as the URL asks: the server does not take it, or its certificate did not verify;
     - `read_only`: the server takes no writes (a hot standby, or `default_transaction_read_only`);
     - `statement_timeout`: a statement ran past the server's `statement_timeout` (or was cancelled);
-    - `transaction_pooler`: the server is reached through a pooler in transaction mode the store was not told about.
+    - `transaction_pooler`: the server is reached through a pooler in transaction mode the store was not told about;
+    - `startup_parameter`: a pooler does not take one of the URL's startup parameters (PgBouncer takes no `options`).
     """
 
     def __init__(self, database: str, session_id: str | None, reason: str, detail: str, advice: str) -> None:

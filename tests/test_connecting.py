@@ -383,6 +383,9 @@ async def test_a_transaction_pooler_the_store_was_not_told_about_is_named_in_the
         failures.clear()
         await asyncio.gather(*(chat(store, f'told{n}') for n in range(8)))
         assert failures == []
+    # PgBouncer takes no `options`: the store says where to put them instead.
+    refused = await refusal(through.update_query_dict({'options': '-csearch_path=chats'}).render_as_string(False))
+    assert refused.reason == 'startup_parameter' and 'ALTER ROLE' in str(refused)
 
 
 @pytest.mark.slow

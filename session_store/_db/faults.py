@@ -79,6 +79,12 @@ _REFUSALS = {
     '26000': _POOLER,  # prepared statement does not exist
     '42P05': _POOLER,  # prepared statement already exists: another client's, of the same name
 }
+_STARTUP_REFUSED = Refusal(
+    'startup_parameter',
+    "A pooler in front of the server does not take one of the URL's startup parameters (PgBouncer takes no options=): "
+    'remove it from the URL and set it for the role instead (ALTER ROLE ... SET search_path = ...), or add it to the '
+    "pooler's ignore_startup_parameters.",
+)
 _TLS_UNVERIFIED = Refusal(
     'tls',
     "TLS could not be set up as the URL asks (the server's certificate did not verify against sslrootcert, or its "
@@ -112,7 +118,10 @@ def refusal_of(error: BaseException) -> Refusal | None:
         return _TLS_UNVERIFIED
     if isinstance(cause, ConnectionError) and 'rejected SSL upgrade' in str(cause):  # asyncpg's words for it
         return _TLS_REFUSED
-    return _REFUSALS.get(_sqlstate(cause) or '')
+    state = _sqlstate(cause)
+    if state == '08P01' and 'unsupported startup parameter' in str(cause):  # PgBouncer's words for it
+        return _STARTUP_REFUSED
+    return _REFUSALS.get(state or '')
 
 
 def fault_of(error: BaseException) -> Fault | None:
