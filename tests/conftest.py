@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from session_store import SessionStore
 from session_store._db.engine import POOLER_PARAMETER
 from session_store.cli import _runtime
-from testkit.faults import pgbouncer
+from testkit.faults import OwnServer, own_server, pgbouncer
 from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
 from testkit.templates import Fill, NewDatabase, Templates
 
@@ -169,6 +169,18 @@ async def empty_store_factory(empty_db_url: str) -> AsyncIterator[Callable[..., 
     open_store, close = _stores(empty_db_url)
     yield open_store
     await close()
+
+
+@pytest.fixture
+def server() -> Iterator[OwnServer]:
+    """A PostgreSQL server of this test's own, to restart and reconfigure; skipped without one (failed under CI)."""
+    try:
+        with own_server() as own:
+            yield own
+    except PostgresUnavailable as error:
+        if os.environ.get('CI'):
+            raise
+        pytest.skip(str(error))
 
 
 @pytest.fixture

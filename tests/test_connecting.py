@@ -9,10 +9,8 @@ command in one line. Opens with `migrate=False` during another process's migrati
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +27,8 @@ from session_store import SchemaMismatch, ServerRefused, SessionStore, StoreUnav
 from session_store._db import schema
 from session_store._db.engine import POOLER_PARAMETER
 from session_store.cli import main
-from testkit.faults import OwnServer, own_server
-from testkit.postgres import PostgresUnavailable, fresh_database
+from testkit.faults import OwnServer
+from testkit.postgres import fresh_database
 from testkit.templates import NewDatabase
 from testkit.tls import Authority
 from tests._cli import fails, ok
@@ -92,18 +90,6 @@ COMMANDS = [
     ['migrate'],
     ['chat', 'c', '--model', 'test'],
 ]
-
-
-@pytest.fixture
-def server() -> Iterator[OwnServer]:
-    """A PostgreSQL server of this test's own, to reconfigure and restart."""
-    try:
-        with own_server() as own:
-            yield own
-    except PostgresUnavailable as error:
-        if os.environ.get('CI'):
-            raise
-        pytest.skip(str(error))
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,8 +22,8 @@ from sqlalchemy import func, select, text
 from session_store import SessionStore, StorageFull, StoreUnavailable
 from session_store._db.schema import head_revision
 from session_store.rows import SessionRow
-from testkit.faults import OwnServer, own_server
-from testkit.postgres import PostgresUnavailable, fresh_database
+from testkit.faults import OwnServer
+from testkit.postgres import fresh_database
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -46,18 +46,6 @@ async def prompts(store: SessionStore, session_id: str) -> list[str]:
         for p in m.parts
         if isinstance(p, UserPromptPart)
     ]
-
-
-@pytest.fixture
-def server() -> Iterator[OwnServer]:
-    """A PostgreSQL server of this test's own, to restart."""
-    try:
-        with own_server() as own:
-            yield own
-    except PostgresUnavailable as error:
-        if os.environ.get('CI'):
-            raise
-        pytest.skip(str(error))
 
 
 @pytest.mark.slow
