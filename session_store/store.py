@@ -50,7 +50,10 @@ class SessionStore:
     Args:
         url: An async SQLAlchemy URL: `sqlite+aiosqlite:///path.db` (the default is
             `./sessions.db`) or `postgresql+asyncpg://user:pass@host/db` (with the `postgresql`
-            extra). Plain `sqlite://` and `postgresql://` URLs get the async driver.
+            extra). Plain `sqlite://` and `postgresql://` URLs get the async driver. libpq's query parameters, as
+            hosting providers write them (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`, `application_name`,
+            `connect_timeout`, `options`, `target_session_attrs`), are translated for asyncpg; one it has no
+            equivalent of raises `ValueError`, saying what to write instead.
         processor: How sessions compress what the model sees, unless a session says otherwise:
             a `SlidingWindowProcessor` (the default), a `SummarizationProcessor` or a `ContextManagerCapability`.
         migrate: Make the schema in a new, empty database on first use. A database at another

@@ -197,10 +197,13 @@ async def test_wrong_credentials_and_a_missing_database_are_refused_saying_what_
 async def test_a_read_only_server_refuses_writes_saying_where_to_point_the_store(db_url: str) -> None:
     async with SessionStore(db_url) as store:
         await (await store.session('kept')).run(Agent(TestModel()), 'before')
-        async with store.engine.connect() as connection:
-            name = make_url(db_url).database
-            await connection.execute(text(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on'))
-            await connection.commit()
+    async with SessionStore(db_url, read_only=True) as store:  # read-only of its own accord: it says so instead
+        with pytest.raises(ServerRefused, match=r"Session 'new': .*opened with read_only=True: open one without it"):
+            await store.session('new')
+    async with SessionStore(db_url) as store, store.engine.connect() as connection:
+        name = make_url(db_url).database
+        await connection.execute(text(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on'))
+        await connection.commit()
     # What a hot standby answers every write with (SQLSTATE 25006); reads still work.
     async with SessionStore(db_url) as store:
         assert [info.session_id for info in await store.sessions()] == ['kept']

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ('SSL_MODES', 'Query', 'asyncpg_arguments', 'flag')
+__all__ = ('Query', 'asyncpg_arguments', 'flag')
 
-SSL_MODES = ('disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full')
+_SSL_MODES = ('disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full')
 """libpq's `sslmode` values, weakest first; asyncpg knows them all."""
 
 _TLS_FILES = ('sslrootcert', 'sslcert', 'sslkey', 'sslcrl')
@@ -148,8 +148,8 @@ def _refusal(name: str) -> str:
 def _tls_arguments(tls: dict[str, str]) -> dict[str, Any]:
     """asyncpg's arguments for libpq's TLS parameters: a DSN holding them, or `ssl=True` for the system's roots."""
     mode = tls.get('sslmode')
-    if mode is not None and mode not in SSL_MODES:
-        raise ValueError(f'The URL parameter sslmode must be one of {", ".join(SSL_MODES)}; got {mode!r}.')
+    if mode is not None and mode not in _SSL_MODES:
+        raise ValueError(f'The URL parameter sslmode must be one of {", ".join(_SSL_MODES)}; got {mode!r}.')
     if tls.get('sslrootcert') == 'system':
         # libpq 16's "the system's root certificates", which asyncpg takes as ssl=True; it verifies the host name
         # too, and libpq allows no weaker mode with it.

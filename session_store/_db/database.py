@@ -247,7 +247,7 @@ class Database:
             return StorageFull(self.display_url, session_id, detail)
         if fault is Fault.BUSY:
             return StoreUnavailable(self.display_url, session_id, detail, stored=stored, advice=BUSY_ADVICE)
-        if (refusal := refusal_of(error)) is not None:
+        if (refusal := refusal_of(error, read_only=self.read_only)) is not None:
             return ServerRefused(self.display_url, session_id, refusal.reason, detail, refusal.advice)
         if fault is Fault.LOCKED:
             return DatabaseLocked(session_id or '(the store)', 1)

@@ -58,6 +58,12 @@ _POOLER = Refusal(
     "through a pooler in transaction mode (PgBouncer's pool_mode = transaction, a managed pooler). Pass "
     'SessionStore(url, transaction_pooler=True), or add ?transaction_pooler=true to the URL.',
 )
+_READ_ONLY_SERVER = Refusal(
+    'read_only',
+    'The server takes no writes (a hot standby, or default_transaction_read_only): point the URL at the primary, '
+    'or list every host and add target_session_attrs=read-write.',
+)
+_READ_ONLY_STORE = Refusal('read_only', 'This store was opened with read_only=True: open one without it to write.')
 _REFUSALS = {
     '28P01': _CREDENTIALS,  # invalid password
     '28000': _CREDENTIALS,  # invalid authorization: no pg_hba.conf entry, a client certificate asked for
@@ -65,11 +71,7 @@ _REFUSALS = {
         'database',
         'Create the database (createdb NAME, or CREATE DATABASE NAME as a user who may), or fix its name in the URL.',
     ),
-    '25006': Refusal(
-        'read_only',
-        'The server takes no writes (a hot standby, or default_transaction_read_only): point the URL at the primary, '
-        'or list every host and add target_session_attrs=read-write.',
-    ),
+    '25006': _READ_ONLY_SERVER,
     '57014': Refusal(
         'statement_timeout',
         "A statement ran past the server's statement_timeout (or was cancelled): try again, or raise the timeout for "
@@ -111,8 +113,9 @@ _LOST_SQLSTATES = {
 _FULL_SQLSTATES = {'53100'}  # disk full
 
 
-def refusal_of(error: BaseException) -> Refusal | None:
-    """Why the server refused the store, if `error` (SQLAlchemy's wrapper, or the driver's own exception) says so."""
+def refusal_of(error: BaseException, *, read_only: bool = False) -> Refusal | None:
+    """Why the server refused the store, if `error` (SQLAlchemy's wrapper, or the driver's own exception) says so;
+    `read_only`: the store made every transaction read-only itself."""
     cause = _cause(error)
     if isinstance(cause, ssl.SSLError):
         return _TLS_UNVERIFIED
@@ -121,7 +124,8 @@ def refusal_of(error: BaseException) -> Refusal | None:
     state = _sqlstate(cause)
     if state == '08P01' and 'unsupported startup parameter' in str(cause):  # PgBouncer's words for it
         return _STARTUP_REFUSED
-    return _REFUSALS.get(state or '')
+    refusal = _REFUSALS.get(state or '')
+    return _READ_ONLY_STORE if refusal is _READ_ONLY_SERVER and read_only else refusal
 
 
 def fault_of(error: BaseException) -> Fault | None:
