@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserProm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.engine import make_url
 
-from session_store import Encryption, SchemaMismatch, SessionStore
+from session_store import Encryption, SchemaMismatch, ServerRefused, SessionStore
 from testkit.postgres import drop_database, fresh_database, require_postgres, run_async
 from tests._markdown import DOCS, markdown_blocks
 
@@ -110,6 +110,15 @@ async def test_the_running_role_does_all_a_process_does_with_the_pages_grants_an
         soon = datetime.now(UTC) + timedelta(minutes=1)
         assert (await store.prune(older_than=soon, scope='archive')).sessions == ['old']
         assert sorted(info.session_id for info in await store.sessions()) == ['s', 't']
+
+    # Without a right (here, on the keys' sequences), the store says what is missing, and stores nothing.
+    await _execute(as_migrator, f'REVOKE USAGE ON ALL SEQUENCES IN SCHEMA public FROM {runner_role}')
+    async with SessionStore(as_runner, migrate=False, encryption=keys) as store:
+        with pytest.raises(ServerRefused, match='lacks a right on its tables') as refused:
+            await store.session('new')
+        assert refused.value.reason == 'privilege'
+        assert 'new' not in [info.session_id for info in await store.sessions()]
+    await _execute(as_migrator, f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {runner_role}')
 
     rekeyed = Encryption(keys={'k2': b'\x02' * 32, 'k1': b'\x01' * 32})
     async with SessionStore(as_runner, migrate=False, encryption=rekeyed) as store:

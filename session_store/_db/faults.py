@@ -78,6 +78,12 @@ _REFUSALS = {
         "the store's role (ALTER ROLE ... SET statement_timeout = '60s') or in the URL "
         '(?options=-c%20statement_timeout%3D60s).',
     ),
+    '42501': Refusal(
+        'privilege',
+        "The store's role lacks a right on its tables: grant the running role SELECT, INSERT, UPDATE and DELETE on "
+        "them and USAGE on their sequences (the GRANT statements in the docs' Running in production), and migrate "
+        'as the role that owns the schema.',
+    ),
     '26000': _POOLER,  # prepared statement does not exist
     '42P05': _POOLER,  # prepared statement already exists: another client's, of the same name
 }
