@@ -51,7 +51,8 @@ def summary_text(message: ModelMessage) -> str | None:
     return None if part is None else part.content
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
+    """The time now, in UTC: a `Summary`'s `created_at` unless it is given."""
     return datetime.now(UTC)
 
 
@@ -71,7 +72,8 @@ class Summary:
     """The summarizer model's name."""
     usage: RunUsage
     """What the summarizer call cost."""
-    created_at: datetime = field(default_factory=_now)
+    created_at: datetime = field(default_factory=utc_now)
+    """When the summary was made."""
     focus: str | None = None
     """The topic the summary was asked to put first, if any."""
     forced: bool = False

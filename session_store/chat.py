@@ -37,8 +37,10 @@ def run_limits(
     run gets the budget `limits` gives. The cost limit and the per-request limit are left as they are.
 
     ```python
-    conversation = await store.conversations.load(cid) or Conversation(conversation_id=cid)
-    result = await agent.run(prompt, conversation=conversation, usage_limits=run_limits(conversation))
+    conversation = await store.conversations.load(cid)
+    conversation = conversation or Conversation(conversation_id=cid)
+    limits = run_limits(conversation)
+    result = await agent.run(prompt, conversation=conversation, usage_limits=limits)
     ```
     """
     limits = limits if limits is not None else UsageLimits()

@@ -7,7 +7,8 @@ Every fenced block has a language, and its language says how it is checked:
   `./sessions.db`, which it must leave byte for byte as it was, with warnings as errors, and must exit
   cleanly with nothing on stderr. What it prints must equal its `#>` lines, which every Python block must
   have, so each one checks a result and not only that nothing raised.
-- ```bash: one command a line (a trailing `# comment` is for the reader). Each `session-store ...` command
+- ```bash: one command a line (a trailing `# comment` is for the reader; a line ending in `\\` continues on the
+  next, as in a shell, so that a long command fits the site's 88 columns). Each `session-store ...` command
   runs as its own process (`python -m session_store`), in the block's working directory, which starts with
   a copy of the offline demo's `./sessions.db` (`session-store demo`, as the README has a new user run it
   first). It must exit 0; the `#>` lines after it, if any, must equal what it printed (stdout and stderr,
@@ -238,15 +239,28 @@ def shell_commands(block: Block) -> list[Command]:
             last = commands[-1]
             commands[-1] = Command(last.line, last.words, _shown(shown))
 
+    continued: list[str] = []  # the lines so far of a command whose last line ends in a backslash
     for offset, text in enumerate(block.source.splitlines()):
         stripped = text.strip()
-        if stripped.startswith('#>'):
+        if continued:
+            continued.append(stripped)
+        elif stripped.startswith('#>'):
             assert commands, f'{block.where}: output shown before any command'
             shown.append(stripped)
+            continue
         elif stripped and not stripped.startswith('#'):
             close()
             shown = []
-            commands.append(Command(block.line + offset, shlex.split(stripped, comments=True), None))
+            continued = [stripped]
+        else:
+            continue
+        if continued[-1].endswith('\\'):
+            continued[-1] = continued[-1].removesuffix('\\')
+        else:
+            line = block.line + offset - len(continued) + 1
+            commands.append(Command(line, shlex.split(' '.join(continued), comments=True), None))
+            continued = []
+    assert not continued, f'{block.where}: the last command ends in a backslash'
     close()
     return commands
 

@@ -1,14 +1,11 @@
-"""The documentation site (`docs/`, built by mkdocs-material from `mkdocs.yml`): every page is in the navigation,
-the API reference names every public name, the README's links reach pages that exist, the site builds with
-`mkdocs build --strict`, every code block of every page runs (`tests/_markdown.py` says how each kind is
-checked), and each file of `docs/examples/` is shown whole on a page."""
+"""The documentation site's sources (`docs/`, built by mkdocs-material from `mkdocs.yml`): every page is in the
+navigation, the API reference names every public name, the README's links reach pages that exist, every code line
+fits the site's width, every code block of every page runs (`tests/_markdown.py` says how each kind is checked),
+and each file of `docs/examples/` is shown whole on a page. tests/test_docs_site.py reads the built site."""
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -30,6 +27,13 @@ from tests._markdown import (
 )
 
 BLOCKS = [block for page in docs_pages() for block in markdown_blocks(page)]
+
+CODE_COLUMNS = 88
+"""The widest code line the site shows whole: a page's code blocks at 1280 px (Material's content column)."""
+UNWRAPPED = {'docs/production.md', 'docs/retention-eval.md'}
+"""Pages whose code is not yet within CODE_COLUMNS: production.md was being edited by other changes when the
+rest were rewrapped, and is rewrapped after they merge. retention-eval.md shows what `session-store eval` prints,
+whose table titles are longer (that command's own output, another change's to shorten)."""
 
 
 def _navigation() -> list[str]:
@@ -66,26 +70,27 @@ def test_every_block_shows_its_output_and_says_what_it_needs() -> None:
     assert {block.language for block in runnable(BLOCKS)} == {'python', 'bash'}
 
 
-@pytest.mark.slow  # about ten seconds: every page rendered, the API reference read from the source
-def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
-    mkdocs = shutil.which('mkdocs', path=str(Path(sys.executable).parent))
-    assert mkdocs is not None, 'mkdocs is in the docs extra, which dev installs'
-    done = subprocess.run(
-        [mkdocs, 'build', '--strict', '--site-dir', str(tmp_path / 'site')],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={'NO_MKDOCS_2_WARNING': '1', 'PATH': str(Path(sys.executable).parent), 'HOME': str(tmp_path)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / 'site' / 'api' / 'session_store' / 'index.html').is_file()
-
-
 @pytest.mark.slow  # each block runs as its own program, or its commands each as a process
 @pytest.mark.parametrize('block', runnable(BLOCKS), ids=[block.id for block in runnable(BLOCKS)])
 def test_docs_block(block: Block, tmp_path: Path) -> None:
     run_block(block, tmp_path)
+
+
+def test_every_code_line_fits_the_width_the_site_shows() -> None:
+    """A longer line is cut off at the block's right edge, to be read by scrolling sideways."""
+    too_long: list[str] = []
+    for block in BLOCKS:
+        if block.file in UNWRAPPED:
+            continue
+        where = f'{block.included.name}' if block.included else f'{block.file}'
+        first = 1 if block.included else block.line
+        code = block.included.read_text() if block.included else block.source
+        too_long += [
+            f'{where} line {first + number}: {len(line)} columns'
+            for number, line in enumerate(code.splitlines())
+            if len(line) > CODE_COLUMNS
+        ]
+    assert too_long == []
 
 
 def test_every_example_file_is_shown_whole_on_a_page() -> None:

@@ -1,18 +1,24 @@
-"""A chat back end for a Vercel AI SDK front end (`useChat`), kept in session-store: one file, Starlette.
+"""A chat back end for a Vercel AI SDK front end (`useChat`), kept in session-store:
+one file, Starlette.
 
-Every chat is stored whole (SQLite, or PostgreSQL), a long one is summarized as it goes, a user can edit or
-regenerate any of their messages however old, and each user reaches only their own chats. Run it with the `web`
-extra (Starlette and uvicorn), offline:
+Every chat is stored whole (SQLite, or PostgreSQL), and a long one is summarized as it
+goes. A user can edit or regenerate any of their messages however old, and each user
+reaches only their own chats. Run it with the `web` extra (Starlette and uvicorn),
+offline:
 
-    CHAT_MODEL=test CHAT_SUMMARIZER=test CHAT_TOKENS=alice-token=alice,bob-token=bob uvicorn chat_app:app
+    CHAT_MODEL=test CHAT_SUMMARIZER=test \
+        CHAT_TOKENS=alice-token=alice,bob-token=bob uvicorn chat_app:app
 
 Settings, read from the environment when the app starts:
 
-    CHAT_DATABASE_URL  the store: sqlite+aiosqlite:///chats.db (the default), or postgresql+asyncpg://...
-    CHAT_MODEL         the agent's model: openai:gpt-4.1 (the default; it needs OPENAI_API_KEY), any pydantic-ai
-                       model name, or test (offline: it answers by quoting the prompt)
-    CHAT_SUMMARIZER    the model that summarizes a long chat: openai:gpt-4.1-mini (the default), or test
-                       (pydantic-ai's offline TestModel, whose summaries are placeholders)
+    CHAT_DATABASE_URL  the store: sqlite+aiosqlite:///chats.db (the default),
+                       or postgresql+asyncpg://...
+    CHAT_MODEL         the agent's model: openai:gpt-4.1 (the default; it needs
+                       OPENAI_API_KEY), any pydantic-ai model name, or test
+                       (offline: it answers by quoting the prompt)
+    CHAT_SUMMARIZER    the model that summarizes a long chat: openai:gpt-4.1-mini
+                       (the default), or test (pydantic-ai's offline TestModel,
+                       whose summaries are placeholders)
     CHAT_TOKENS        who may chat: token=user pairs, comma separated
 
 POST /api/chat, with `Authorization: Bearer <token>`, takes the body `useChat` sends:
@@ -20,25 +26,38 @@ POST /api/chat, with `Authorization: Bearer <token>`, takes the body `useChat` s
     {
       "trigger": "submit-message" | "regenerate-message",
       "id": "<chat id>",
-      "messages": [<UIMessage>, ...],   the whole chat as the client holds it, or only its last message
-      "messageId": "<message id>"       optional: with regenerate-message, the answer to replace (what counts
-    }                                   is the user message it answers, the last one sent)
-    <UIMessage> = {"id": "<message id>", "role": "user" | "assistant", "parts": [{"type": "text", "text": "..."}]}
+      "messages": [<UIMessage>, ...],
+      "messageId": "<message id>"
+    }
+    <UIMessage> = {
+      "id": "<message id>",
+      "role": "user" | "assistant",
+      "parts": [{"type": "text", "text": "..."}]
+    }
 
-and answers with the AI SDK's UI message stream: server-sent events (`text/event-stream`), a `data: {...}` line
-per chunk (`start`, `text-start`, `text-delta`s, `text-end`, ..., `data-conversation-saved` once the turn is
-stored, `finish`), then `data: [DONE]`. A turn that fails, or that another request for the chat stored first, ends
-with an `error` chunk, and nothing of it is stored.
+`messages` is the whole chat as the client holds it, or only its last message.
+`messageId` is optional: with `regenerate-message`, it names the answer to replace
+(what counts is the user message it answers, the last one sent).
 
-- The new turn is the client's messages after its last answer. A user message whose id the chat already holds
-  (`useChat`'s edit, `sendMessage({text, messageId})`), or a `regenerate-message`, replaces that turn however
-  old: the model is sent the chat as it stood before it (its latest summary from before that message, and the
-  messages since), and the turn replaced stays stored as a branch. Any other message is a new turn.
-- A chat id nobody has starts a chat of this user's; one another user's chat has is 404, as on GET.
-- Each turn gets pydantic-ai's default usage limits (50 requests) to itself, however long the chat.
+It answers with the AI SDK's UI message stream: server-sent events
+(`text/event-stream`), a `data: {...}` line per chunk (`start`, `text-start`,
+`text-delta`s, `text-end`, ..., `data-conversation-saved` once the turn is stored,
+`finish`), then `data: [DONE]`. A turn that fails, or that another request for the
+chat stored first, ends with an `error` chunk, and nothing of it is stored.
 
-GET /api/chat/<chat id> answers `{"messages": [<UIMessage>, ...]}`: the chat's messages with the ids its
-prompts were sent with, what `useChat` starts from after a reload.
+- The new turn is the client's messages after its last answer. A user message whose
+  id the chat already holds (`useChat`'s edit, `sendMessage({text, messageId})`), or a
+  `regenerate-message`, replaces that turn however old. The model is sent the chat as
+  it stood before it (its latest summary from before that message, and the messages
+  since), and the turn replaced stays stored as a branch. Any other message is a new
+  turn.
+- A chat id nobody has starts a chat of this user's. One that another user's chat has
+  is a 404, as on GET.
+- Each turn gets pydantic-ai's default usage limits (50 requests) to itself, however
+  long the chat.
+
+GET /api/chat/<chat id> answers `{"messages": [<UIMessage>, ...]}`: the chat's messages
+with the ids its prompts were sent with, what `useChat` starts from after a reload.
 """
 
 from __future__ import annotations
@@ -65,14 +84,17 @@ INSTRUCTIONS = 'You are a helpful assistant. Answer briefly.'
 
 @dataclass(frozen=True)
 class Chats:
-    """What the app runs on, made when it starts: the store, the agent, and who may chat."""
+    """What the app runs on, made when it starts: the store, the agent, who may chat."""
 
     store: SessionStore
     agent: Agent[None, str]
     users: dict[str, str]  # token -> user
 
     def user(self, request: Request) -> str | None:
-        """The user whose token the request carries (`Authorization: Bearer <token>`), or `None`."""
+        """The user whose token the request carries (`Authorization: Bearer <token>`).
+
+        `None` when it carries none, or one nobody has.
+        """
         scheme, _, token = request.headers.get('authorization', '').partition(' ')
         if scheme.lower() != 'bearer' or not token:
             return None
@@ -85,21 +107,31 @@ class Chats:
 def tokens(setting: str) -> dict[str, str]:
     """`CHAT_TOKENS` (`token=user,token=user`) as a dict of token to user."""
     pairs = [pair.strip().partition('=') for pair in setting.split(',') if pair.strip()]
-    return {token.strip(): user.strip() for token, _, user in pairs if token.strip() and user.strip()}
+    return {
+        token.strip(): user.strip()
+        for token, _, user in pairs
+        if token.strip() and user.strip()
+    }
 
 
 @asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
     """Open the store when the app starts and close it when it stops."""
     summarizer = SummarizationProcessor(
-        os.environ.get('CHAT_SUMMARIZER', 'openai:gpt-4.1-mini'),  # a cheap model is enough
-        trigger=('messages', 40),  # once the window holds 40 messages, summarize the oldest
+        # a cheap model is enough
+        os.environ.get('CHAT_SUMMARIZER', 'openai:gpt-4.1-mini'),
+        # once the window holds 40 messages, summarize the oldest
+        trigger=('messages', 40),
         keep=('messages', 12),  # down to the 12 newest
     )
     url = os.environ.get('CHAT_DATABASE_URL', 'sqlite+aiosqlite:///chats.db')
     async with SessionStore(url, processor=summarizer) as store:
-        await store.ready()  # a wrong URL fails now, not at the first chat (an empty database is migrated)
-        agent = Agent(resolve_model(os.environ.get('CHAT_MODEL', 'openai:gpt-4.1')), instructions=INSTRUCTIONS)
+        # a wrong URL fails now, not at the first chat (an empty database is migrated)
+        await store.ready()
+        agent = Agent(
+            resolve_model(os.environ.get('CHAT_MODEL', 'openai:gpt-4.1')),
+            instructions=INSTRUCTIONS,
+        )
         app.state.chats = Chats(store, agent, tokens(os.environ.get('CHAT_TOKENS', '')))
         yield
 
@@ -118,25 +150,41 @@ async def chat(request: Request) -> Response:
     user = chats.user(request)
     if user is None:
         return unauthorized()
-    return await dispatch_chat(VercelAIAdapter, request, agent=chats.agent, store=chats.store, scope=user)
+    return await dispatch_chat(
+        VercelAIAdapter, request, agent=chats.agent, store=chats.store, scope=user
+    )
 
 
 async def messages(request: Request) -> Response:
-    """GET /api/chat/<chat id>: the chat's messages (its active branch, every one: page a very long chat with
-    `history`'s `offset` and `limit`), as `useChat` holds them."""
+    """GET /api/chat/<chat id>: the chat's messages, as `useChat` holds them.
+
+    Its active branch, every message (page a very long chat with `history`'s `offset`
+    and `limit`).
+    """
     chats: Chats = request.app.state.chats
     user = chats.user(request)
     if user is None:
         return unauthorized()
     try:
         history = await chats.store.history(request.path_params['chat_id'], scope=user)
-    except (SessionNotFound, ValueError):  # nobody's, another user's, or no id a chat can have
+    except (SessionNotFound, ValueError):
+        # nobody's, another user's, or no id a chat can have
         return JSONResponse({'error': 'No such chat.'}, status_code=404)
     dumped = VercelAIAdapter.dump_messages(history)
-    return JSONResponse({'messages': [m.model_dump(mode='json', by_alias=True, exclude_none=True) for m in dumped]})
+    return JSONResponse(
+        {
+            'messages': [
+                m.model_dump(mode='json', by_alias=True, exclude_none=True)
+                for m in dumped
+            ]
+        }
+    )
 
 
 app = Starlette(
-    routes=[Route('/api/chat', chat, methods=['POST']), Route('/api/chat/{chat_id}', messages, methods=['GET'])],
+    routes=[
+        Route('/api/chat', chat, methods=['POST']),
+        Route('/api/chat/{chat_id}', messages, methods=['GET']),
+    ],
     lifespan=lifespan,
 )

@@ -1,7 +1,8 @@
-"""A pydantic-ai `ConversationStore` over two dicts, written as a backend author would write one: records and
-entries kept as JSON bytes (what a database or a key-value store would hold), the five storage primitives and
-nothing else, and the one declaration the conformance suite needs: `pytest -p session_store.conformance
-dict_store.py` runs it (docs/testing-your-store.md)."""
+"""A pydantic-ai `ConversationStore` over two dicts, written as a backend author would
+write one: records and entries kept as JSON bytes (what a database or a key-value store
+would hold), the five storage primitives and nothing else, and the one declaration the
+conformance suite needs. `pytest -p session_store.conformance dict_store.py` runs it
+(docs/testing-your-store.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ ENTRY = TypeAdapter(ConversationEntry)
 
 
 class DictConversationStore(ConversationStore):
-    """Conversations in memory, serialized: `records` by conversation id, `entries` by entry id."""
+    """Conversations in memory, serialized.
+
+    `records` by conversation id, `entries` by entry id.
+    """
 
     def __init__(self) -> None:
         self.records: dict[str, bytes] = {}
@@ -33,10 +37,15 @@ class DictConversationStore(ConversationStore):
         raw = self.records.get(conversation_id)
         return None if raw is None else RECORD.validate_json(raw)
 
-    async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
+    async def read_records(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> Sequence[ConversationRecord]:
         records = [RECORD.validate_json(raw) for raw in self.records.values()]
-        records = [record for record in records if scope is None or record.scope == scope]
-        records.sort(key=lambda record: record.updated_at, reverse=True)  # stable: ties keep the dict's order
+        records = [
+            record for record in records if scope is None or record.scope == scope
+        ]
+        # stable: ties keep the dict's order
+        records.sort(key=lambda record: record.updated_at, reverse=True)
         return records[:limit]
 
     async def write_record(
@@ -51,22 +60,30 @@ class DictConversationStore(ConversationStore):
             raise ConversationConflict(record.conversation_id)
         known = self.entries.keys() | {entry.id for entry in new_entries}
         if record.head_id is not None and record.head_id not in known:
-            raise ConversationConflict(record.conversation_id)  # a delete released the entry a fork points at
+            # a delete released the entry a fork points at
+            raise ConversationConflict(record.conversation_id)
         for entry in new_entries:
             self.entries[entry.id] = ENTRY.dump_json(entry)
         self.records[record.conversation_id] = RECORD.dump_json(record)
 
-    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+    async def delete_record(
+        self, conversation_id: str, *, expected_revision: str
+    ) -> None:
         stored = await self.read_record(conversation_id)
         if stored is None or stored.revision != expected_revision:
             raise ConversationConflict(conversation_id)
-        del self.records[conversation_id]  # its entries stay: a fork's history may share them
+        # its entries stay: a fork's history may share them
+        del self.records[conversation_id]
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
-        return ENTRY.validate_json(self.entries[entry_id])  # a missing id is a KeyError, a LookupError
+        # a missing id is a KeyError, a LookupError
+        return ENTRY.validate_json(self.entries[entry_id])
 
 
 @conformance_backend()
 def dict_store(folder: Path) -> DictConversationStore:
-    """The conformance suite's factory: a fresh store (it keeps nothing in `folder`, so it is not persistent)."""
+    """The conformance suite's factory: a fresh store.
+
+    It keeps nothing in `folder`, so it is not persistent.
+    """
     return DictConversationStore()

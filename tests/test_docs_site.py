@@ -1,0 +1,231 @@
+"""The documentation site as built (`mkdocs build --strict`, once for the module) and read as HTML: the API
+reference shows each class's constructor and no implementation, the prose links every public name to its entry,
+pages warn in admonitions, every page has the light/dark toggle, and `mkdocs serve` watches the packages the
+reference is made from."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from mkdocs.config import load_config
+
+import processors
+import session_store
+from tests._markdown import DOCS, REPO, docs_pages
+from tests._site import Element, build_site, content, page
+from tests.test_docs import CODE_COLUMNS, UNWRAPPED
+
+pytestmark = pytest.mark.slow  # one site build, about ten seconds, which the module's tests share
+
+PACKAGES = (session_store, processors)
+
+PROSE_PAGES = sorted(str(path.relative_to(DOCS)) for path in docs_pages() if path.parent == DOCS)
+"""The pages written as prose (the API reference's pages are its docstrings)."""
+
+WARNINGS = {
+    'sessions.md': 'Messages are shared',
+    'conversations.md': 'Usage limits',
+    'encryption-and-retention.md': 'Keep the keys',
+    'web.md': 'Behind a proxy',
+}
+"""A page that warns, with the title of the warning admonition it warns in."""
+
+NOT_YET_REWRITTEN = {'production.md'}
+"""Pages whose prose still joins sentences with semicolons: production.md was being edited by other changes when
+the rest were rewritten, and is rewritten after they merge."""
+
+
+@pytest.fixture(scope='module')
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_site(tmp_path_factory.mktemp('docs'))
+
+
+def test_the_site_builds_with_no_warning(site: Path) -> None:
+    assert (site / 'api' / 'session_store' / 'index.html').is_file()
+
+
+def _in(element: Element, tags: set[str], cls: str | None = None) -> Element | None:
+    """The nearest ancestor of `element` with one of `tags` (and class `cls`, if given)."""
+    return next(
+        (a for a in element.ancestors() if a.tag in tags and (cls is None or cls in a.classes)),
+        None,
+    )
+
+
+@pytest.mark.parametrize('name', sorted(str(path.relative_to(DOCS)) for path in docs_pages()))
+def test_every_code_block_on_the_site_fits_its_width(site: Path, name: str) -> None:
+    """The pages' own blocks, and the docstrings' examples on the API reference's. A signature wraps instead
+    (the site's stylesheet): a default can be a string longer than the block."""
+    if f'docs/{name}' in UNWRAPPED:
+        pytest.skip(f'{name} is not yet rewrapped')
+    too_long = [
+        line
+        for code in content(page(site, name)).find_all('code')
+        if code.parent is not None and code.parent.tag == 'pre' and not _in(code, {'div'}, 'doc-signature')
+        for line in code.text().splitlines()
+        if len(line) > CODE_COLUMNS
+    ]
+    assert too_long == []
+
+
+def _signatures(root: Element) -> dict[str, str]:
+    """Each documented object's id (`session_store.SessionStore`) with the signature shown under its heading."""
+    found: dict[str, str] = {}
+    current: str | None = None
+    for element in content(root).iter():
+        if 'doc-heading' in element.classes and element.attrs.get('id'):
+            current = element.attrs['id']
+        elif 'doc-signature' in element.classes and current is not None and current not in found:
+            found[current] = ' '.join(element.text().split())
+    return found
+
+
+def _named_parameters(cls: type) -> list[str]:
+    """The parameters of `cls`'s constructor, by name (none when it takes only `*args, **kwargs`), save those a
+    base class of another package declares (pydantic-ai's capability fields `description`, `defer_loading`): the
+    reference reads only this project's source, and pydantic-ai's reference documents those."""
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except ValueError:  # a class that keeps a builtin's constructor
+        return []
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ours = {package.__name__ for package in PACKAGES}
+    elsewhere = {
+        name
+        for base in cls.__mro__
+        if base.__module__.partition('.')[0] not in ours
+        for name in vars(base).get('__annotations__', {})
+    }
+    return [p.name for p in parameters if p.kind not in variadic and p.name not in elsewhere]
+
+
+@pytest.mark.parametrize('package', PACKAGES, ids=lambda package: package.__name__)
+def test_each_class_shows_its_constructor_signature(site: Path, package: ModuleType) -> None:
+    name = package.__name__
+    shown = _signatures(page(site, f'api/{name}.md'))
+    classes = {export: getattr(package, export) for export in package.__all__}
+    checked = {export: cls for export, cls in classes.items() if isinstance(cls, type) and _named_parameters(cls)}
+    assert 'SessionStore' in checked or name != 'session_store'
+    wrong = []
+    for export, cls in checked.items():
+        signature = shown.get(f'{name}.{export}', '')
+        missing = [p for p in _named_parameters(cls) if not re.search(rf'\b{p}\b', signature)]
+        if not signature.startswith(f'{export}(') or missing:
+            wrong.append(f'{export}: shows {signature!r}, missing {missing}')
+    assert wrong == []
+
+
+@pytest.mark.parametrize('package', PACKAGES, ids=lambda package: package.__name__)
+def test_no_signature_shows_an_implementation_or_a_private_name(site: Path, package: ModuleType) -> None:
+    """An attribute is shown with its type, a parameter with its default: not the expression computing it in
+    `__init__`, a dataclass `field(...)` call, or a private helper."""
+    shown = _signatures(page(site, f'api/{package.__name__}.md'))
+    assert f'{package.__name__}.{package.__all__[0]}' in shown
+    wrong = {
+        identifier: signature
+        for identifier, signature in shown.items()
+        if re.search(r'\bfield\(|\bif\b.*\belse\b|(?<![\w.])_[A-Za-z]\w*', signature)
+    }
+    assert wrong == {}
+
+
+PUBLIC = {
+    spelling: (package.__name__, f'{package.__name__}.{name}')
+    for package in PACKAGES
+    for name in package.__all__
+    for spelling in (name, f'{package.__name__}.{name}')
+}
+"""Each public name, as prose may write it, with its package and the id of its entry in the reference."""
+
+
+@pytest.mark.parametrize('name', PROSE_PAGES)
+def test_every_public_name_in_the_prose_links_to_its_entry(site: Path, name: str) -> None:
+    article = content(page(site, name))
+    unlinked = []
+    for code in article.find_all('code'):
+        target = PUBLIC.get(code.text())
+        if target is None or _in(code, {'pre', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6'}):
+            continue
+        package, identifier = target
+        link = _in(code, {'a'})
+        href = '' if link is None else link.attrs.get('href', '')
+        if not re.search(rf'(^|/)api/{package}/#{re.escape(identifier)}$', href):
+            unlinked.append(f'{code.text()} -> {href or "no link"}')
+    assert unlinked == []
+
+
+def test_a_page_with_public_names_has_links_to_check(site: Path) -> None:
+    """The test above has something to find: the sessions page names `SessionStore`, linked."""
+    links = content(page(site, 'sessions.md')).find_all('a')
+    assert any(link.attrs.get('href', '').endswith('api/session_store/#session_store.SessionStore') for link in links)
+
+
+@pytest.mark.parametrize(('name', 'title'), WARNINGS.items())
+def test_a_page_that_warns_does_so_in_an_admonition(site: Path, name: str, title: str) -> None:
+    warnings = [
+        ' '.join(element.text().split())
+        for element in content(page(site, name)).find_all('div', cls='admonition')
+        if element.classes & {'warning', 'danger', 'caution'}
+    ]
+    assert any(text.startswith(title) for text in warnings), warnings
+
+
+def _prose(element: Element) -> str:
+    """The element's text without its code."""
+    return ''.join(
+        child if isinstance(child, str) else '' if child.tag in ('code', 'pre') else _prose(child)
+        for child in element.children
+    )
+
+
+@pytest.mark.parametrize('name', [name for name in PROSE_PAGES if name not in NOT_YET_REWRITTEN])
+def test_the_prose_does_not_join_sentences_with_semicolons(site: Path, name: str) -> None:
+    """A sentence ends where it ends: a semicolon outside parentheses joins two that should be two."""
+    joined = []
+    for element in content(page(site, name)).find_all():
+        if element.tag in ('p', 'li', 'td'):
+            text = _prose(element)
+            while re.search(r'\([^()]*\)', text):
+                text = re.sub(r'\([^()]*\)', '', text)
+            if ';' in text:
+                joined.append(' '.join(text.split())[:160])
+    assert joined == []
+
+
+@pytest.mark.parametrize('name', ['index.md', 'sessions.md', 'api/session_store.md'])
+def test_every_page_has_the_light_and_dark_toggle(site: Path, name: str) -> None:
+    forms = page(site, name).find_all('form')
+    (palette,) = [form for form in forms if form.attrs.get('data-md-component') == 'palette']
+    schemes = {field.attrs.get('data-md-color-scheme') for field in palette.find_all('input')}
+    assert schemes == {'default', 'slate'}
+
+
+def test_which_door_is_one_table_both_doors_link_to(site: Path) -> None:
+    home = content(page(site, 'index.md'))
+    elements = list(home.iter())
+    sections = [n for n, element in enumerate(elements) if element.tag == 'h2']
+    start = next(n for n in sections if elements[n].attrs.get('id') == 'which-door')
+    end = next((n for n in sections if n > start), len(elements))
+    (table,) = [element for element in elements[start:end] if element.tag == 'table']
+    rows = [' '.join(row.text().split()) for row in table.find_all('tr')]
+    for aspect in ('compaction inside a run', 'waiting writers', 'recall', 'UI adapters', "pydantic-ai's own"):
+        assert any(row.startswith(aspect) for row in rows), (aspect, rows)
+    for name in ('sessions.md', 'conversations.md'):
+        hrefs = [link.attrs.get('href', '') for link in content(page(site, name)).find_all('a')]
+        assert '../#which-door' in hrefs, name
+    assert re.search(r'window of 4 and .* with 6', ' '.join(home.text().split()))
+
+
+def test_mkdocs_serve_watches_the_packages_the_reference_is_made_from() -> None:
+    """`mkdocs serve` rebuilds the API reference when a docstring changes, not only when a page does."""
+    documented = {
+        match for path in (DOCS / 'api').glob('*.md') for match in re.findall(r'^::: (\w+)\.', path.read_text(), re.M)
+    }
+    assert documented == {package.__name__ for package in PACKAGES}
+    config = load_config(str(REPO / 'mkdocs.yml'))
+    watched = {Path(path).resolve() for path in config.watch}
+    assert {(REPO / package).resolve() for package in documented} <= watched
