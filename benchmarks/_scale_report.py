@@ -16,6 +16,8 @@ TARGET_THROUGHPUT = 2.0
 TARGET_P99_MS = 5.0
 """Ours' p99 store overhead at most this, with `TARGET_SESSIONS` sessions at once."""
 TARGET_SESSIONS = 100
+TARGET_STORE_CPU = 0.6
+"""Ours' store CPU per turn (the processes' CPU per turn less the agent alone's) at most this many times the peer's."""
 NAMES = {
     'alone': 'agent alone, nothing stored',
     'ours': 'ours: session.run',
@@ -74,9 +76,7 @@ def print_table(figures: dict[str, Figures], route: Route, load: Load) -> None:
             else f'{"-":>9} {"-":>9} {"-":>8} {"-":>9}'
         )
         connections = (
-            f'peak {f.peak_connections} of {route.bound(contender, load)}, median {f.timed_connections:g} timed'
-            if stored
-            else '-'
+            f'peak {f.peak_connections} of {route.bound(load)}, median {f.timed_connections:g} timed' if stored else '-'
         )
         print(
             f'   {NAMES[contender]:<32} {f.turns_per_second:>8.1f} {f.cpu_per_turn:>8.2f} {f.turn_p50:>8.1f} '
@@ -95,16 +95,17 @@ def print_results(figures: dict[str, Figures], failures: dict[str, str], route: 
     missing = {name: f'FAILED ({why})' for name, why in failures.items()} | {'peer': PEER_MISSING}
     if ours is None:
         print(f'scale on {where}: ours {missing["ours"]}')
-        for subject in ('turns/s', 'p99 store overhead', "ours' peak server connections"):
+        for subject in ('turns/s', 'p99 store overhead', "ours' peak server connections", 'store CPU per turn'):
             print(f'target on {where}: {subject}: MISSED, ours failed')
         print()
         return
+    ours_rate = f'ours {ours.turns_per_second:,.1f} turns/s at peak {ours.peak_connections} server connections'
     if peer is None:
-        print(f'scale on {where}: ours {ours.turns_per_second:,.1f} turns/s, peer {missing["peer"]}')
+        print(f'scale on {where}: {ours_rate}, peer {missing["peer"]}')
     else:
         print(
-            f'scale on {where}: ours {ours.turns_per_second:,.1f} turns/s, peer {peer.turns_per_second:,.1f} turns/s '
-            f'-> ours/peer {ours.turns_per_second / peer.turns_per_second:.2f} x'
+            f'scale on {where}: {ours_rate}, peer {peer.turns_per_second:,.1f} turns/s at peak '
+            f'{peer.peak_connections} -> ours/peer {ours.turns_per_second / peer.turns_per_second:.2f} x'
             + (
                 ''
                 if alone is None
@@ -112,18 +113,22 @@ def print_results(figures: dict[str, Figures], failures: dict[str, str], route: 
                 f'{alone.turns_per_second / peer.turns_per_second:.2f} x: what a store costing nothing would reach)'
             )
         )
+    store_cpu = None  # ours / the peer's
     if alone is not None:
-        added = f'ours {ours.cpu_per_turn - alone.cpu_per_turn:.2f} ms, peer ' + (
-            missing['peer'] if peer is None else f'{peer.cpu_per_turn - alone.cpu_per_turn:.2f} ms'
-        )
+        ours_cpu = ours.cpu_per_turn - alone.cpu_per_turn
+        added = f'ours {ours_cpu:.2f} ms, peer ' + (missing['peer'] if peer is None else '')
+        if peer is not None:
+            peer_cpu = peer.cpu_per_turn - alone.cpu_per_turn
+            store_cpu = ours_cpu / peer_cpu if peer_cpu > 0 else None
+            added += f'{peer_cpu:.2f} ms -> ours/peer ' + ('n/a' if store_cpu is None else f'{store_cpu:.2f} x')
         print(f"store CPU per turn on {where}: {added} (the processes' CPU per turn less the agent alone's)")
     peers = missing['peer'] if peer is None else f'p50 {peer.store_p50:.2f} ms p99 {peer.store_p99:.2f} ms'
     print(
         f'store overhead on {where}: ours p50 {ours.store_p50:.2f} ms p99 {ours.store_p99:.2f} ms, peer {peers}; '
         f'loop lag p99 ours {ours.lag_p99:.1f} ms' + ('' if alone is None else f', agent alone {alone.lag_p99:.1f} ms')
     )
-    bound = route.bound('ours', load)
-    peers = missing['peer'] if peer is None else f'peak {peer.peak_connections} (bound {route.bound("peer", load)})'
+    bound = route.bound(load)
+    peers = missing['peer'] if peer is None else f'peak {peer.peak_connections} (bound {bound})'
     print(f'server connections on {where}: ours peak {ours.peak_connections} (bound {bound}), peer {peers}')
     print()
     if peer is None and 'peer' in failures:
@@ -142,4 +147,14 @@ def print_results(figures: dict[str, Figures], failures: dict[str, str], route: 
     )
     print_limit(where, f'p99 store overhead ({sessions})', ours.store_p99, TARGET_P99_MS, 'ms')
     print_limit(where, "ours' peak server connections (its pools' bound)", ours.peak_connections, bound, digits=0)
+    if peer is not None:
+        # The connection budget: one store opens at most one connection more than a plain SQLAlchemy app's engine.
+        budget = peer.peak_connections + load.processes
+        print_limit(
+            where, "ours' peak server connections (the peer's + 1 a process)", ours.peak_connections, budget, digits=0
+        )
+        if store_cpu is None:
+            print(f"target on {where}: store CPU per turn <= {TARGET_STORE_CPU:g} x the peer's: not measured")
+        else:
+            print_target(where, 'store CPU per turn', TARGET_STORE_CPU, "the peer's", store_cpu, at_least=False)
     print()

@@ -36,9 +36,6 @@ SETTLE = 5.0
 """Seconds the count may wait for the connections that made the tables to end, before the processes start."""
 _RAISED = re.compile(r'^[A-Za-z_][\w.]*(Error|Exception|Unavailable|Conflict|Full)\b')
 """A traceback's last line: the exception's name, then what it says."""
-OUR_ENGINES = {False: 2, True: 1}
-"""Engines (each its own pool) a `SessionStore` has on PostgreSQL, by `transaction_pooler`: the ORM's, and when no
-pooler stands in front the statements' own (AUTOCOMMIT) one."""
 
 
 @dataclass(frozen=True)
@@ -63,11 +60,10 @@ class Route:
         through = make_url(self.bouncer)
         return make_url(database).set(host=through.host, port=through.port).render_as_string(hide_password=False)
 
-    def bound(self, contender: str, load: Load) -> int:
-        """The most server connections the contender's pools can open: every process's engines, each
-        `pool_size + max_overflow`; through PgBouncer, at most its pool, whatever the clients hold."""
-        engines = OUR_ENGINES[self.pooler] if contender == 'ours' else 1
-        clients = load.processes * engines * (load.pool_size + load.max_overflow)
+    def bound(self, load: Load) -> int:
+        """The most server connections the contender's pools can open: every process's one pool (ours and the
+        peer's alike), `pool_size + max_overflow`; through PgBouncer, at most its pool, whatever the clients hold."""
+        clients = load.processes * (load.pool_size + load.max_overflow)
         return clients if self.bouncer_pool is None else min(clients, self.bouncer_pool)
 
 

@@ -21,6 +21,7 @@ from ..rows import SessionRow
 from . import schema
 from .engine import SQLITE_BEGIN, ServerOptions, create_engine, create_threaded_engine, sqlite_path
 from .faults import BUSY_ADVICE, Fault, fault_of, refusal_of
+from .pinging import unpinged
 from .sealing import Sealer
 
 __all__ = ('Database', 'active_segment', 'find_session')
@@ -69,10 +70,11 @@ class Database:
         self._readers = async_sessionmaker(self.engine, expire_on_commit=False)
         self._writer = self.engine.execution_options(**{SQLITE_BEGIN: 'IMMEDIATE'})
         self._writers = async_sessionmaker(self._writer, expire_on_commit=False)
-        self._alone = self._statements_engine(url, read_only, server)
-        """Runs statements each on its own: on PostgreSQL an engine of its own in AUTOCOMMIT (a pool apart, so no
-        connection's isolation level is switched and switched back on every checkout)."""
-        self._autocommit = self._alone or self.engine.execution_options(**_AUTOCOMMIT[self.backend])
+        self._autocommit = self.engine.execution_options(**_AUTOCOMMIT[self.backend])
+        """Runs statements each on its own, on the one pool: a view of the engine, not an engine of its own, so one
+        run never holds connections of two pools and one `pool_size` bounds them all. On PostgreSQL the view sets the
+        connection's isolation level to AUTOCOMMIT as it is handed out and back as it is returned: asyncpg's dialect
+        only records it, and begins no transaction then, so the switch costs no trip to the server."""
         self._pooled = server.transaction_pooler
         """Behind a transaction pooler the hot path's statements alone run in a transaction all the same: outside
         one, the pooler may hand a statement's execution to another server connection than it was prepared on."""
@@ -88,19 +90,11 @@ class Database:
         self._checked = False
         self._check_lock = asyncio.Lock()
 
-    def _statements_engine(self, url: URL, read_only: bool, server: ServerOptions) -> AsyncEngine | None:
-        if self.backend != 'postgresql' or server.transaction_pooler:
-            return None
-        # No pre-ping on the hot path's own engine: a connection found dead is replaced and the call tried again.
-        alone = ServerOptions(False, {'pool_pre_ping': False, **server.engine_options, 'isolation_level': 'AUTOCOMMIT'})
-        return create_engine(url, read_only=read_only, server=alone)
-
     @property
     def sync_engines(self) -> list[Engine]:
         """Every engine that sends this store's statements, as SQLAlchemy's events see them: the async engine's
-        synchronous core, PostgreSQL's statements-alone engine, and on a SQLite file the hot path's own engine."""
-        others = [engine for engine in (self._alone.sync_engine if self._alone else None, self._threaded) if engine]
-        return [self.engine.sync_engine, *others]
+        synchronous core, and on a SQLite file the hot path's own engine."""
+        return [self.engine.sync_engine, *([self._threaded] if self._threaded is not None else [])]
 
     @property
     def display_url(self) -> str:
@@ -133,8 +127,6 @@ class Database:
 
     async def close(self) -> None:
         await self.engine.dispose()
-        if self._alone is not None:
-            await self._alone.dispose()
         if self._threaded is not None:
             self._threaded.dispose()
 
@@ -142,8 +134,8 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         """An ORM session for reads, on a checked schema.
 
-        On PostgreSQL the ORM's engine pings each connection it hands out (SQLAlchemy's `pool_pre_ping`), so the
-        first read after a server restart gets a live one rather than failing on a stale one.
+        On PostgreSQL the pool pings each connection it hands out here (`pinging`), so the first read after a
+        server restart gets a live one rather than failing on a stale one.
         """
         await self.ready()
         async with self._readers() as db:
@@ -207,11 +199,13 @@ class Database:
         return await _finished(loop.run_in_executor(_worker_threads(), _run_on, engine, work, transaction))
 
     async def _run_async(self, work: Callable[[Connection], T], transaction: bool) -> T:
-        if not transaction and not self._pooled:
-            async with self._autocommit.connect() as connection:
+        # Unpinged: a connection found dead is replaced, and the work tried again (`_attempts`).
+        with unpinged():
+            if not transaction and not self._pooled:
+                async with self._autocommit.connect() as connection:
+                    return await connection.run_sync(work)
+            async with self._writer.begin() as connection:
                 return await connection.run_sync(work)
-        async with self._writer.begin() as connection:
-            return await connection.run_sync(work)
 
     async def _attempts(
         self,

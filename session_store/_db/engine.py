@@ -17,6 +17,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ._urls import asyncpg_arguments, flag
+from .pinging import ping_on_checkout
 
 __all__ = (
     'DEFAULT_URL',
@@ -145,10 +146,13 @@ def _postgresql_engine(url: URL, read_only: bool, server: ServerOptions) -> Asyn
         connect_args.setdefault('prepared_statement_cache_size', 0)
     if read_only:
         options['execution_options'] = {**options.get('execution_options', {}), 'postgresql_readonly': True}
-    # A pooled connection is pinged as it is handed out, so the first use after a server restart or failover
-    # gets a live one: the ORM's reads and writes can't be run again whole if their first statement fails.
-    options.setdefault('pool_pre_ping', True)
-    return create_async_engine(url, connect_args=connect_args, **options)
+    engine = create_async_engine(url, connect_args=connect_args, **options)
+    if 'pool_pre_ping' not in options:
+        # A pooled connection is pinged as it is handed out, so the first use after a server restart or failover
+        # gets a live one: the ORM's reads can't be run again whole if their first statement fails. Not the hot
+        # path's, which is run again on a fresh connection instead (`pinging`).
+        ping_on_checkout(engine.sync_engine)
+    return engine
 
 
 def _statement_name() -> str:

@@ -1,0 +1,190 @@
+"""The connection budget on PostgreSQL: one store's server connections at N concurrent runs are no more than a plain
+SQLAlchemy app's at the same load (plus one), through either door, and a server with few connection slots serves
+them all (runs wait for a pooled connection rather than fail)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]  # ships no type hints
+import pytest
+from pydantic_ai import Agent, Conversation
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+from processors import SlidingWindowProcessor
+from session_store import SessionStore
+from testkit.faults import own_server
+from testkit.postgres import PostgresUnavailable, fresh_database
+from testkit.templates import NewDatabase
+
+SESSIONS, TURNS = 8, 5
+DOORS = ('session', 'conversations')
+
+
+def looking_up() -> Agent[None, str]:
+    """An agent whose model calls a tool, then answers; each request waits a moment, so the runs interleave."""
+
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(0.002)
+        prompt = next((p.content for p in messages[-1].parts if isinstance(p, UserPromptPart)), None)
+        if isinstance(prompt, str):
+            return ModelResponse(parts=[ToolCallPart('lookup', {'order': prompt})])
+        return ModelResponse(parts=[TextPart('shipped')])
+
+    agent = Agent(FunctionModel(answer))
+
+    @agent.tool_plain
+    def lookup(order: str) -> str:
+        return f'{order}: shipped'
+
+    return agent
+
+
+Turn = Callable[[SessionStore, str, str], Awaitable[None]]
+
+
+async def through_session(store: SessionStore, session_id: str, prompt: str) -> None:
+    session = await store.session(session_id)
+    await session.run(looking_up(), prompt)
+
+
+async def through_conversations(store: SessionStore, session_id: str, prompt: str) -> None:
+    conversations = store.conversations
+    conversation = await conversations.load(session_id) or Conversation(conversation_id=session_id)
+    await conversations.save(await looking_up().run(prompt, conversation=conversation))
+
+
+TURN: dict[str, Turn] = {'session': through_session, 'conversations': through_conversations}
+
+
+@dataclass
+class _Held:
+    """The connections one session's turns hold at once (their child tasks' included), now and at most."""
+
+    now: int = 0
+    most: int = 0
+
+
+_HELD: contextvars.ContextVar[_Held | None] = contextvars.ContextVar('held', default=None)
+
+
+@dataclass
+class Budget:
+    """What a load asked of the server: its peak connections to the database (sampled by a thread of its own, so
+    the event loop under load can't delay the counting), and the most any one session held at once."""
+
+    peak: int = 0
+    held: list[_Held] = field(default_factory=list[_Held])
+
+
+@contextmanager
+def counting(url: str, store: SessionStore) -> Iterator[Budget]:
+    budget = Budget()
+    stop = threading.Event()
+    where = make_url(url)
+    dsn = where.set(drivername='postgresql').render_as_string(hide_password=False)
+    query = 'SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()'
+
+    async def sample() -> None:
+        connection = await asyncpg.connect(dsn)
+        try:
+            while not stop.is_set():
+                budget.peak = max(budget.peak, await connection.fetchval(query, where.database))
+                await asyncio.sleep(0.001)
+        finally:
+            await connection.close()
+
+    def checkout(*_: Any) -> None:
+        if (held := _HELD.get()) is not None:
+            held.now += 1
+            held.most = max(held.most, held.now)
+
+    def checkin(*_: Any) -> None:
+        if (held := _HELD.get()) is not None:
+            held.now -= 1
+
+    sampler = threading.Thread(target=lambda: asyncio.run(sample()))
+    sampler.start()
+    pool = store.engine.sync_engine
+    event.listen(pool, 'checkout', checkout)
+    event.listen(pool, 'checkin', checkin)
+    try:
+        yield budget
+    finally:
+        event.remove(pool, 'checkout', checkout)
+        event.remove(pool, 'checkin', checkin)
+        stop.set()
+        sampler.join()
+
+
+async def run_load(store: SessionStore, door: str, budget: Budget) -> None:
+    """`SESSIONS` sessions at once, `TURNS` turns each, through `door`."""
+
+    async def one(index: int) -> None:
+        held = _Held()
+        budget.held.append(held)
+        _HELD.set(held)
+        for turn in range(TURNS):
+            await TURN[door](store, f's{index}', f'ORDER-{index}-{turn}')
+
+    await asyncio.gather(*(one(index) for index in range(SESSIONS)))
+
+
+async def stored_turns(store: SessionStore) -> dict[str, int]:
+    return {info.session_id: info.message_count // 4 for info in await store.sessions()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('new_database', ['postgresql'], indirect=True)
+@pytest.mark.parametrize('door', DOORS)
+async def test_eight_sessions_at_once_open_at_most_nine_server_connections(
+    new_database: NewDatabase, door: str
+) -> None:
+    """The peer (the OpenAI Agents SDK's `SQLAlchemySession`, one engine) opens 8 under this load."""
+    url = new_database()
+    store = SessionStore(url, processor=SlidingWindowProcessor(trigger=('messages', 12), keep=('messages', 4)))
+    await store.ready()
+    with counting(url, store) as budget:
+        await run_load(store, door, budget)
+    assert await stored_turns(store) == {f's{index}': TURNS for index in range(SESSIONS)}
+    await store.close()
+    assert [held.most for held in budget.held] == [1] * SESSIONS, 'a run held two connections at once'
+    assert 1 < budget.peak <= SESSIONS + 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('door', DOORS)
+async def test_a_server_with_twelve_connection_slots_serves_every_turn_of_eight_sessions(door: str) -> None:
+    try:
+        with own_server() as server:
+            await asyncio.to_thread(_allow_connections, server.url, 12)
+            server.restart()
+            url = fresh_database(server.url)
+            async with SessionStore(url) as store:
+                await run_load(store, door, Budget())
+                assert await stored_turns(store) == {f's{index}': TURNS for index in range(SESSIONS)}
+    except PostgresUnavailable as error:
+        if os.environ.get('CI'):
+            raise
+        pytest.skip(str(error))
+
+
+def _allow_connections(url: str, slots: int) -> None:
+    async def alter() -> None:
+        connection = await asyncpg.connect(make_url(url).set(drivername='postgresql').render_as_string(False))
+        try:
+            await connection.execute(f'ALTER SYSTEM SET max_connections = {slots}')
+        finally:
+            await connection.close()
+
+    asyncio.run(alter())
