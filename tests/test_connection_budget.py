@@ -22,7 +22,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from processors import SlidingWindowProcessor
-from session_store import SessionStore
+from session_store import SessionStore, StoreUnavailable
 from testkit.faults import own_server
 from testkit.postgres import PostgresUnavailable, fresh_database
 from testkit.templates import NewDatabase
@@ -188,3 +188,27 @@ def _allow_connections(url: str, slots: int) -> None:
             await connection.close()
 
     asyncio.run(alter())
+
+
+@pytest.mark.parametrize('new_database', ['postgresql'], indirect=True)
+async def test_calls_past_the_pools_budget_wait_and_then_say_so_as_a_store_error(new_database: NewDatabase) -> None:
+    """A budget of one connection: while a call holds it (waiting on a lock another client took), the next waits
+    `pool_timeout` for it and then fails as `StoreUnavailable` naming the budget, not SQLAlchemy's pool error."""
+    url = new_database()
+    store = SessionStore(url, engine_options={'pool_size': 1, 'max_overflow': 0, 'pool_timeout': 0.5})
+    await store.ready()
+    locker = await asyncpg.connect(make_url(url).set(drivername='postgresql').render_as_string(False))
+    try:
+        transaction = locker.transaction()
+        await transaction.start()
+        await locker.execute('LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE')
+        holding = asyncio.create_task(store.sessions())
+        await asyncio.sleep(0.2)  # it has the pool's one connection, waiting on the lock
+        with pytest.raises(StoreUnavailable, match=r'pool_size \+ max_overflow in engine_options') as waited:
+            await store.sessions()
+        assert waited.value.stored is False
+        await transaction.rollback()
+        assert await holding == []  # the call holding the connection finishes once the lock is gone
+    finally:
+        await locker.close()
+        await store.close()

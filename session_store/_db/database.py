@@ -20,7 +20,7 @@ from ..errors import DatabaseLocked, ServerRefused, SessionNotFound, StorageFull
 from ..rows import SessionRow
 from . import schema
 from .engine import SQLITE_BEGIN, ServerOptions, create_engine, create_threaded_engine, sqlite_path
-from .faults import BUSY_ADVICE, Fault, fault_of, refusal_of
+from .faults import BUSY_ADVICE, POOL_ADVICE, Fault, fault_of, refusal_of
 from .pinging import unpinged
 from .sealing import Sealer
 
@@ -241,6 +241,8 @@ class Database:
             return StorageFull(self.display_url, session_id, detail)
         if fault is Fault.BUSY:
             return StoreUnavailable(self.display_url, session_id, detail, stored=stored, advice=BUSY_ADVICE)
+        if fault is Fault.POOL:
+            return StoreUnavailable(self.display_url, session_id, detail, stored=stored, advice=POOL_ADVICE)
         if (refusal := refusal_of(error, read_only=self.read_only)) is not None:
             return ServerRefused(self.display_url, session_id, refusal.reason, detail, refusal.advice)
         if fault is Fault.LOCKED:

@@ -14,8 +14,9 @@ import ssl
 from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError, InterfaceError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-__all__ = ('BUSY_ADVICE', 'Fault', 'Refusal', 'fault_of', 'refusal_of')
+__all__ = ('BUSY_ADVICE', 'POOL_ADVICE', 'Fault', 'Refusal', 'fault_of', 'refusal_of')
 
 
 class Fault(enum.Enum):
@@ -27,6 +28,9 @@ class Fault(enum.Enum):
     """The disk (or the server's) is full: nothing more can be written until space is freed."""
     BUSY = 'busy'
     """Every connection slot of the server is taken: connecting works again once other clients close theirs."""
+    POOL = 'pool'
+    """Every connection of the store's own pool stayed in use for its `pool_timeout`: too many calls at once for
+    the budget it was given."""
     REFUSED = 'refused'
     """The server refused the connection or a statement for a reason of its own (`refusal_of` says which)."""
 
@@ -35,6 +39,12 @@ BUSY_ADVICE = (
     'Every connection slot of the server is taken (its max_connections): retry once other clients close theirs. '
     "Keep the sum of every process's pools (pool_size + max_overflow per pool) under the server's max_connections, "
     'or put a pooler in front of it.'
+)
+
+POOL_ADVICE = (
+    "Every connection of this store's pool was in use for pool_timeout (30 s unless set): more calls ran at once "
+    "than its budget (pool_size + max_overflow in engine_options) holds. Retry, raise the budget within the server's "
+    'max_connections, or run fewer calls at once.'
 )
 
 
@@ -136,6 +146,8 @@ def refusal_of(error: BaseException, *, read_only: bool = False) -> Refusal | No
 
 def fault_of(error: BaseException) -> Fault | None:
     """Which expected fault `error` is (SQLAlchemy's wrapper, or the driver's own exception), if any."""
+    if isinstance(error, PoolTimeout):
+        return Fault.POOL
     cause = _cause(error)
     if isinstance(cause, sqlite3.OperationalError):
         text = str(cause)
