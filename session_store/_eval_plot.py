@@ -1,4 +1,5 @@
-"""The retention eval's figure: the share of planted facts each contender keeps in context, against turns.
+"""The retention eval's figure, drawn from plain series: the share of planted facts each contender keeps, against
+turns.
 
 matplotlib is an optional extra (`plot`), imported only when a figure is asked for, and drawn with its
 Agg backend (no display needed).
@@ -6,21 +7,30 @@ Agg backend (no display needed).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .evaluation import RetentionReport
-
-__all__ = ('PLOT_EXTRA', 'plot_retention')
+__all__ = ('PLOT_EXTRA', 'Series', 'draw')
 
 PLOT_EXTRA = "pip install 'pydantic-ai-session-store[plot]'"
 """What installs matplotlib for the figure."""
 
 
-def plot_retention(report: RetentionReport, path: str | Path) -> Path:
-    """Draw `report` as a PNG at `path`: per contender, the share of planted facts in context after each
-    compaction (solid) and the share in context or recallable (dashed), against the turn.
+@dataclass(frozen=True)
+class Series:
+    """One contender's line: after each compaction, the turn, and the share of planted facts in context and
+    (when recall was checked) in context or recallable."""
+
+    contender: str
+    turns: Sequence[int]
+    kept: Sequence[float]
+    reach: Sequence[float] | None
+
+
+def draw(series: Sequence[Series], title: str, path: str | Path) -> Path:
+    """Draw `series` as a PNG at `path`: each contender's share in context (solid) and in context or recallable
+    (dashed), against the turn.
 
     Raises:
         ImportError: matplotlib is not installed; the message says which extra installs it.
@@ -35,20 +45,16 @@ def plot_retention(report: RetentionReport, path: str | Path) -> Path:
 
     figure, axes = pyplot.subplots(figsize=(8, 5), dpi=120)
     try:
-        for index, result in enumerate(report.results):
+        for index, line in enumerate(series):
             colour = f'C{index}'
-            turns = [checkpoint.turn for checkpoint in result.checkpoints]
-            kept = [c.in_context() / c.planted() if c.planted() else 0.0 for c in result.checkpoints]
-            reach = [
-                (c.in_context() + c.recallable()) / c.planted() if c.planted() else 0.0 for c in result.checkpoints
-            ]
-            axes.plot(turns, kept, color=colour, marker='o', markersize=3, label=f'{result.contender}: in context')
-            if report.recall:
-                axes.plot(turns, reach, color=colour, linestyle='--', label=f'{result.contender}: or recallable')
+            name = line.contender
+            axes.plot(line.turns, line.kept, color=colour, marker='o', markersize=3, label=f'{name}: in context')
+            if line.reach is not None:
+                axes.plot(line.turns, line.reach, color=colour, linestyle='--', label=f'{name}: or recallable')
         axes.set_xlabel('turn')
         axes.set_ylabel('share of planted facts')
         axes.set_ylim(0, 1.05)
-        axes.set_title(f'Retention after each compaction (seed {report.seed}, {report.turns} turns)')
+        axes.set_title(title)
         axes.grid(alpha=0.3)
         # Below the axes, where it hides no line.
         axes.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)

@@ -38,7 +38,7 @@ from processors import (
 )
 
 from ._display import tiktoken_counter
-from ._eval_plot import plot_retention
+from ._eval_plot import Series, draw
 from ._eval_script import (
     FACT_KINDS,
     Conversation,
@@ -406,3 +406,26 @@ class _Runner:
 
         found = await asyncio.gather(*(ask(fact) for fact in facts))
         return {fact.id: answer for fact, answer in zip(facts, found, strict=True)}
+
+
+def plot_retention(report: RetentionReport, path: str | Path) -> Path:
+    """Draw `report` as a PNG at `path`: per contender, the share of planted facts in context after each
+    compaction (solid) and the share in context or recallable (dashed), against the turn.
+
+    Raises:
+        ImportError: matplotlib is not installed; the message says which extra installs it.
+    """
+
+    def share(count: int, checkpoint: Checkpoint) -> float:
+        return count / checkpoint.planted() if checkpoint.planted() else 0.0
+
+    series = [
+        Series(
+            result.contender,
+            [checkpoint.turn for checkpoint in result.checkpoints],
+            [share(checkpoint.in_context(), checkpoint) for checkpoint in result.checkpoints],
+            [share(c.in_context() + c.recallable(), c) for c in result.checkpoints] if report.recall else None,
+        )
+        for result in report.results
+    ]
+    return draw(series, f'Retention after each compaction (seed {report.seed}, {report.turns} turns)', path)

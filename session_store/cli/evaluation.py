@@ -153,7 +153,7 @@ def evaluate(
                 out.print()
             out.print(table)
     if plot_path is not None:
-        from .._eval_plot import plot_retention
+        from ..evaluation import plot_retention
 
         plot_retention(report, plot_path)
         err.print(f'Plot written to {plot_path}', markup=False)
