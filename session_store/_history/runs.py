@@ -34,6 +34,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from processors import Lineage
+
 from .._codec import dump_usage, now
 from .._db.database import Database
 from .._db.sealing import Vault
@@ -45,7 +47,7 @@ from .archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
 from .records import Entry, LoadedWindow, RunRecord
 from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id, wholly_on
 from .window_cache import WindowCache
-from .windows import StoredRun, StoredWindow, WindowProcessor, head_read
+from .windows import StoredRun, StoredWindow, WindowEngine, WindowProcessor, head_read
 
 __all__ = ('HEAD', 'Runs', 'SessionHead', 'window_on_path')
 
@@ -163,10 +165,17 @@ class Runs:
         return loaded
 
     async def store(
-        self, session_id: str, loaded: LoadedWindow, record: RunRecord, *, revision: str | None = None
+        self,
+        session_id: str,
+        loaded: LoadedWindow,
+        record: RunRecord,
+        *,
+        revision: str | None = None,
+        indexed: tuple[WindowEngine, Lineage] | None = None,
     ) -> StoredRun:
         """Append a run's messages and summaries, and move the window, in one transaction; the session's
-        revision becomes `revision` (a new token unless given: pydantic-ai's stores make their own).
+        revision becomes `revision` (a new token unless given: pydantic-ai's stores make their own). `indexed`:
+        how the run's processor (a copy of the first) indexed its history, kept with the window for the next.
 
         On PostgreSQL a run without summaries (most runs) is one statement, so one round trip to the server.
 
@@ -187,7 +196,7 @@ class Runs:
             self.windows.put(session_id, None)
             return StoredRun([], [], dump_usage(record.usage))
         cached = self.windows.at(session_id, loaded.session_pk, loaded.revision)
-        self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored))
+        self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored, indexed))
         return stored
 
     async def _revision_of(self, session_pk: int) -> str | None:

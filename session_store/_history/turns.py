@@ -47,6 +47,9 @@ class Turn:
     """A fresh copy of the session's processor for this turn, seeded with the stored window's token counts."""
     summaries: list[Summary] = field(default_factory=list[Summary])
     failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
+    owner: WindowEngine | None = None
+    """The session's own processor (or its context manager's), which `capability` copies: the index the turn's
+    history ends with is kept for that processor's next copy."""
 
     @classmethod
     async def start(
@@ -79,9 +82,10 @@ class Turn:
             )
         else:
             capability = as_capability(processor)
-        turn = cls(runs, session_id, loaded, capability, summaries, failures)
-        # The stored counts stand for the window's messages: each message is counted once, when stored.
-        await turn.engine.remember(loaded.messages, loaded.tokens)
+        turn = cls(runs, session_id, loaded, capability, summaries, failures, window_engine(processor))
+        # The stored counts stand for the window's messages: each message is counted once, when stored. A window
+        # kept in memory since the last run hands over how that run's processor indexed it, spared indexing again.
+        await turn.engine.remember(loaded.messages, loaded.tokens, loaded.indexed)
         return turn
 
     @property
@@ -160,7 +164,9 @@ class Turn:
             deferred_tool_requests=deferred_tool_requests,
             entry_ids=entry_ids,
         )
-        return await self.runs.store(self.session_id, loaded, record, revision=revision)
+        indexed = self.engine.indexed(all_messages)
+        kept = None if indexed is None or self.owner is None else (self.owner, indexed)
+        return await self.runs.store(self.session_id, loaded, record, revision=revision, indexed=kept)
 
 
 async def compact_if_due(
