@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
@@ -30,7 +30,7 @@ from .records import LoadedWindow, NewSummary, RunRecord
 from .runs import Runs
 from .windows import StoredRun, WindowEngine, WindowProcessor, window_engine
 
-__all__ = ('Turn', 'compact_if_due')
+__all__ = ('Compacted', 'Turn', 'compact_if_due')
 
 _T = TypeVar('_T')
 
@@ -169,11 +169,16 @@ class Turn:
         return await self.runs.store(self.session_id, loaded, record, revision=revision, indexed=kept)
 
 
+Compacted = Literal['no', 'yes', 'moved']
+"""What `compact_if_due` did: nothing (the session as the caller read it), a compaction stored, or nothing because
+another writer moved the session meanwhile (the caller's read of it is out of date either way but the first)."""
+
+
 async def compact_if_due(
     runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor, *, revision: str | None = None
-) -> bool:
+) -> Compacted:
     """Compact the session's stored window now if `processor`'s trigger holds on it, as a run's first request
-    would; whether it did. `revision`: the session's, as the caller read it just now (see `Turn.start`).
+    would, and say what came of it. `revision`: the session's, as the caller read it just now (see `Turn.start`).
 
     The summary (made from the stored one and only the messages newly evicted) and the window's new bounds are
     stored in their own transaction. A run through pydantic-ai's own door runs without the store, so its load
@@ -181,20 +186,20 @@ async def compact_if_due(
     """
     kept = None if revision is None else runs.window_at(session_id, revision, processor)
     if kept is not None and window_engine(processor).below_every_trigger(len(kept.messages)):
-        return False  # what the processor's pass over the window would find, without making one
+        return 'no'  # what the processor's pass over the window would find, without making one
     try:
         turn = await Turn.start(runs, session_id, scope, processor, loaded=kept)
     except SessionNotFound:
-        return False
+        return 'moved'
     loaded = turn.loaded
     await turn.engine.window(loaded.messages)
     if not turn.summaries and turn.bounds(loaded.messages) == (loaded.head_end, loaded.window_start):
-        return False
+        return 'no' if revision in (None, loaded.revision) else 'moved'
     try:
         await turn.store(loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
     except SessionConflict:
-        return False  # another writer moved the session meanwhile: the load reads what it stored
-    return True
+        return 'moved'  # another writer moved the session meanwhile: the load reads what it stored
+    return 'yes'
 
 
 def _collecting(
