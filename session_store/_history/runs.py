@@ -43,7 +43,7 @@ from .._ids import check_id, new_token
 from .._telemetry import span
 from ..errors import SessionConflict, SessionNotFound, StoreUnavailable
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
-from .archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
+from .archive import MESSAGE_INSERT, SUMMARY_COLUMNS, SUMMARY_INSERT, message_rows, summary_row
 from .records import Entry, LoadedWindow, RunRecord
 from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id, wholly_on
 from .window_cache import WindowCache
@@ -452,17 +452,8 @@ def _advance_and_append(summarized: bool) -> Select[Any]:
 
 
 _APPENDED_COLUMNS = ('position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens', 'ui_message_id')
-_SUMMARY_COLUMNS = (
-    'segment_pk',
-    'previous_pk',
-    'covers_from',
-    'covers_to',
-    'text',
-    'tokens',
-    'model_name',
-    'usage',
-    'created_at',
-)
+_SUMMARY_COLUMNS = SUMMARY_COLUMNS[1:]
+"""A summary's columns but its session's, which the statement takes from the session it moved."""
 _ADVANCE_AND_APPEND = {summarized: _advance_and_append(summarized) for summarized in (False, True)}
 
 
