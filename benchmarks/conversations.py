@@ -40,11 +40,11 @@ turns it serves, as a user's chat pays it. After one untimed cycle, `--repeats` 
 are taken in turns (`_store_measuring.round_robin`), so the load from other work on this shared machine falls on
 each alike; the figure is the median cycle. The report also splits ours' mean turn into `load` and `save`.
 
-Targets (issue 20), each printed as a ratio, met or MISSED, per backend: ours flat from the smallest archive to
-the largest (at most 2 x), and at most 0.5 x the peer's turn at every size. Sanity checks (assertions): every
-load hands back a window (at most 42 messages), every turn is stored (the archive grows by 4 messages a turn),
-the summarizer never fails and is called about once a cycle, and the peer returns its 20 items and stores every
-item. Timings are printed, never asserted.
+Targets, each printed as a ratio, met or MISSED, per backend: ours flat from the smallest archive to the largest
+(at most 2 x, issue 20), and at every size at most 0.6 x the peer's turn on SQLite, 0.8 x on PostgreSQL (issue
+28). Sanity checks (assertions): every load hands back a window (at most 42 messages), every turn is stored (the
+archive grows by 4 messages a turn), the summarizer never fails and is called about once a cycle, and the peer
+returns its 20 items and stores every item. Timings are printed, never asserted.
 """
 # The third-party imports follow the environment bootstrap, which must run first.
 # ruff: noqa: E402
@@ -79,8 +79,8 @@ QUICK_SIZES = (100, 1_000)
 QUICK_REPEATS = 2
 TARGET_GROWTH = 2.0
 """Ours at the largest archive at most this many times ours at the smallest."""
-TARGET_VERSUS_PEER = 0.5
-"""Ours' turn at most this many times the peer's."""
+TARGET_VERSUS_PEER = {'SQLite': 0.6, 'PostgreSQL': 0.8}
+"""Ours' turn at most this many times the peer's, per backend (issue 28)."""
 
 
 def version(dist: str) -> str:
@@ -144,7 +144,7 @@ def print_backend(medians: dict[tuple[int, str], float], built: Contenders, back
         print_target(
             f'{backend} @{size_label(size)}',
             'conversation-door turn',
-            TARGET_VERSUS_PEER,
+            TARGET_VERSUS_PEER[backend],
             "the peer's get_items(20) + add_items(4)",
             None if peer is None else medians[size, 'ours'] / peer,
             at_least=False,

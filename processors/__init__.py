@@ -6,6 +6,7 @@ windows and incremental summaries. Pure: no I/O of their own.
 
 from ._processor_base import CompactionState
 from ._text import format_messages, message_text, part_text
+from ._window_engine import Lineage
 from .capabilities import LimitWarnerCapability, SlidingWindow, Summarization, as_capability
 from .compat import (
     DEFAULT_CONTINUATION_PROMPT,
@@ -52,6 +53,7 @@ __all__ = (
     'LimitWarnerCapability',
     'LimitWarnerProcessor',
     'LimitWarning',
+    'Lineage',
     'SkipReason',
     'SlidingWindow',
     'SlidingWindowCapability',

@@ -48,12 +48,25 @@ class WindowedProcessor:
     async def _compact(self, lineage: Lineage, cut: int, context_window: int | None) -> Compaction:
         raise NotImplementedError
 
-    async def remember(self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None]) -> None:
+    async def remember(
+        self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None], indexed: Lineage | None = None
+    ) -> None:
         """Take the token counts of a history this processor is about to see, so they aren't counted again.
 
         For code that stores counts: `token_counts[i]` is `messages[i]`'s count, or `None` to count it.
+        `indexed` is what `indexed()` gave, on a processor of the same settings, for a history `messages` starts
+        with (the same message objects): it is taken over, and only the messages past it are indexed.
         """
-        await self._windowing.remember(messages, token_counts)
+        await self._windowing.remember(messages, token_counts, indexed)
+
+    def indexed(self, messages: Sequence[ModelMessage]) -> Lineage | None:
+        """How this processor indexed `messages` (the history it saw, possibly grown since), if it never planned a
+        compaction on it; `None` otherwise.
+
+        For code that keeps a history between runs (a store's window at its revision): handed to `remember` on
+        the next run's processor, it spares indexing the same messages again.
+        """
+        return self._windowing.indexed(messages)
 
     def below_every_trigger(self, message_count: int) -> bool:
         """Whether a window of `message_count` messages is sure to be sent as it is: every trigger counts messages

@@ -88,7 +88,36 @@ class Lineage:
     late_answers: list[tuple[int, int, int]] = field(default_factory=list[tuple[int, int, int]])
     """(index, part index, call index or -1) of each answer not in the request right after its call: the only
     answers a cut made earlier, while their call was still open, can have separated from it."""
+    opened_at: int = 0
+    """How many messages the history had when its shape (summary, system prompt) was read: a summary in a later
+    message would have made another shape."""
+    planned: bool = False
+    """Whether a compaction was planned on this history (which settles its head, and may cut it): its state is then
+    more than its messages alone make."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def copy(self) -> Lineage:
+        """A lineage of its own as this one stands, before any request was sent from it: to extend apart from it."""
+        return replace(
+            self,
+            messages=list(self.messages),
+            cum_tokens=list(self.cum_tokens),
+            cuts=self.cuts.copy(),
+            late_answers=list(self.late_answers),
+            overhead=0,
+            sent=None,
+            lock=asyncio.Lock(),
+        )
+
+    def indexes_start_of(self, messages: Sequence[ModelMessage]) -> bool:
+        """Whether every message indexed here is the one at its index in `messages` (the very object), and no
+        message past those this history's shape was read from carries a summary."""
+        known = self.messages
+        return (
+            len(known) <= len(messages)
+            and all(mine is theirs for mine, theirs in zip(known, messages, strict=False))
+            and find_summary(messages[self.opened_at :]) is None
+        )
 
     def matches(self, messages: Sequence[ModelMessage]) -> bool:
         """Whether `messages` is this history, possibly grown since."""
@@ -312,6 +341,7 @@ class Windowing:
         context_window = decision.context_window
         if cut is None:
             return self._unchanged(lineage, decision)
+        lineage.planned = True
         self._fix_head(lineage, cut, context_window)
         compaction = await compact(lineage, cut, context_window)
         cut = compaction.cut or cut
@@ -349,13 +379,35 @@ class Windowing:
         lineage.sent = (len(lineage.messages), decision.tokens - lineage.overhead)
         return Outcome(window=window, decision=decision, compaction=None, cut=None, tokens=decision.tokens)
 
-    async def remember(self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None]) -> None:
-        """Index a history ahead of its first request, with the token counts already known for it."""
-        if messages and self.find(messages) is None:
-            lineage = self._new_lineage(messages)
+    async def remember(
+        self, messages: Sequence[ModelMessage], token_counts: Sequence[int | None], indexed: Lineage | None = None
+    ) -> None:
+        """Index a history ahead of its first request, with the token counts already known for it; `indexed`, a
+        lineage `indexed()` gave for the start of this very history (by another `Windowing` of the same rules),
+        is taken over as it stood (a copy), so only the messages past it are indexed.
+
+        A lineage that is not the start of `messages` (another message object anywhere, a summary past the
+        point its shape was read at) is ignored, and the history indexed from scratch.
+        """
+        if not messages or self.find(messages) is not None:
+            return
+        if indexed is not None and indexed.messages and indexed.indexes_start_of(messages):
+            lineage = indexed.copy()
+            self._add_lineage(messages, lineage)
             async with lineage.lock:
                 await lineage.extend(messages, self.counter, token_counts)
-                await self._open(lineage)
+            return
+        lineage = self._new_lineage(messages)
+        async with lineage.lock:
+            await lineage.extend(messages, self.counter, token_counts)
+            await self._open(lineage)
+
+    def indexed(self, messages: Sequence[ModelMessage]) -> Lineage | None:
+        """The lineage of `messages` (the history it saw, possibly grown since), if no compaction was planned on
+        it: then it is exactly what indexing its messages makes, and `remember` can take it over for a history
+        that starts with them."""
+        lineage = self.find(messages)
+        return None if lineage is None or lineage.planned or lineage.touched else lineage
 
     def find(self, messages: Sequence[ModelMessage]) -> Lineage | None:
         """The lineage `messages` is, possibly grown since."""
@@ -372,8 +424,11 @@ class Windowing:
         return self.find(messages) or self._new_lineage(messages)
 
     def _new_lineage(self, messages: Sequence[ModelMessage]) -> Lineage:
-        # The lineage holds messages[0], so its id can't be reused while the entry lives.
-        lineage = Lineage()
+        return self._add_lineage(messages, Lineage())
+
+    def _add_lineage(self, messages: Sequence[ModelMessage], lineage: Lineage) -> Lineage:
+        """Keep `lineage` as the one `messages` is, dropping the least recently used beyond `_MAX_LINEAGES`."""
+        # The lineage holds messages[0] (or comes to, as it is extended), so its id can't be reused while it lives.
         key = id(messages[0])
         self._lineages.setdefault(key, []).append(lineage)
         self._lineages.move_to_end(key)
@@ -387,6 +442,7 @@ class Windowing:
     async def _open(self, lineage: Lineage) -> None:
         """Read an incoming history's shape: an earlier summary to extend, or the system prompt to keep."""
         messages = lineage.messages
+        lineage.opened_at = len(messages)
         summary_at = find_summary(messages)
         if summary_at is not None:
             carrier = messages[summary_at]

@@ -77,6 +77,12 @@ class ToolPairing:
         """Whether the message at `index` made a call that still waits for its answer."""
         return self._open.get(index, 0) > 0
 
+    def copy(self) -> ToolPairing:
+        """A pairing of its own, as this one stands, to read more messages into without changing this one."""
+        copied = ToolPairing()
+        copied._calls, copied.waiting, copied._open = dict(self._calls), dict(self.waiting), dict(self._open)
+        return copied
+
 
 def is_turn_start(message: ModelMessage) -> bool:
     """Whether `message` opens a turn: a request carrying the user's prompt."""
@@ -101,6 +107,17 @@ class CutIndex:
 
     def __len__(self) -> int:
         return len(self._below)
+
+    def copy(self) -> CutIndex:
+        """An index of its own, as this one stands, to append to without changing this one."""
+        copied = CutIndex()
+        copied._below, copied._requests, copied._turn_starts = (
+            list(self._below),
+            list(self._requests),
+            list(self._turn_starts),
+        )
+        copied._pairing = self._pairing.copy()
+        return copied
 
     def append(self, message: ModelMessage) -> list[tuple[int, int]]:
         """Index `message` as the history's next one; `(part index, call index)` of each answer it holds, as

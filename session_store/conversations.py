@@ -149,11 +149,13 @@ class SQLConversationStore(ConversationStore):
             kept = _KEPT.set(None)
             try:
                 if self.processor is not None and (row := await self._read_row(conversation_id)) is not None:
-                    compacted = scope in (None, row.scope) and await compact_if_due(
-                        self._runs, conversation_id, scope, self.processor, revision=row.revision
-                    )
-                    current.set_attribute('session_store.window.compacted_now', compacted)
-                    if not compacted:  # the row just read is still the stored one: pydantic-ai's load takes it
+                    compacted = 'no'
+                    if scope in (None, row.scope):
+                        compacted = await compact_if_due(
+                            self._runs, conversation_id, scope, self.processor, revision=row.revision
+                        )
+                    current.set_attribute('session_store.window.compacted_now', compacted == 'yes')
+                    if compacted == 'no':  # the row just read is still the stored one: pydantic-ai's load takes it
                         _KEPT.set(row)
                 loaded = await super().load(conversation_id, limit=limit, scope=scope)
             finally:

@@ -28,9 +28,10 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from processors import count_tokens_approximately
+from processors import SummarizationProcessor, count_tokens_approximately
 from session_store import SessionConflict, SessionExport, SessionNotFound, SessionStore, SQLConversationStore
 from session_store.rows import MessageRow
+from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -386,3 +387,48 @@ async def test_a_paused_conversation_exports_with_its_pending_calls(store_factor
         conversation=copy, deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True})
     )
     assert approved.output == 'approved lookup of refund (seen 3)'
+
+
+async def test_a_load_that_compacts_writes_its_summary_with_the_window_or_nothing(store_factory: StoreFactory) -> None:
+    """The summary a load makes and the window's move past it are one write (on PostgreSQL one statement: one trip,
+    atomic on its own). A writer that moves the session while the summarizer works makes that write a conflict:
+    nothing of it is stored, and the load hands out the other writer's turn."""
+    other = store_factory()
+    interfere: list[bool] = []
+
+    async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if interfere:
+            interfere.clear()
+            await run_turn(other.conversations, scripted_agent(ParallelToolAssistant()), 'c', 'Turn M99')
+        return ModelResponse(parts=[TextPart(f'Summary of {len(messages)} requests')])
+
+    processor = SummarizationProcessor(FunctionModel(summarize), trigger=('messages', 10), keep=('messages', 4))
+    store = store_factory(processor=processor)
+    agent = scripted_agent(ParallelToolAssistant())
+    for turn in range(1, 4):
+        await run_turn(store.conversations, agent, 'c', f'Turn M{turn}')
+    with statements(store) as sent:
+        assert await store.conversations.load('c') is not None  # 12 messages: compacted first
+    assert len(await store.summaries('c')) == 1
+    writes = [s for s in sent if 'summaries' in s and not s.lstrip().upper().startswith('SELECT')]
+    if store.engine.dialect.name == 'postgresql':
+        assert len(writes) == 1 and 'UPDATE sessions' in writes[0], writes  # the window's move and the summary
+    else:
+        assert [w.split('(')[0].strip() for w in writes] == ['INSERT INTO summaries'], writes
+    interfere.append(True)
+    for turn in range(4, 12):  # the loads of the next turns, until one compacts again
+        chain = [s.covers_to for s in await store.summaries('c')]
+        stored = len(await store.history('c'))
+        loaded = await store.conversations.load('c')  # the other store's turn lands while this one summarizes
+        if not interfere:
+            break
+        assert loaded is not None
+        await store.conversations.save(await agent.run(f'Turn M{turn}', conversation=loaded))
+    assert not interfere, 'no load compacted'
+    assert loaded is not None and 'M99' in str(loaded.messages[-4:])
+    assert [s.covers_to for s in await store.summaries('c')] == chain
+    assert len(await store.history('c')) == stored + 4
+    # The next load compacts from the stored chain, the other writer's turn included.
+    await store.conversations.load('c')
+    summaries = await store.summaries('c')
+    assert len(summaries) == len(chain) + 1 and summaries[-1].covers_from == chain[-1]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import pytest
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import FunctionModel
 
-from processors import SlidingWindowProcessor, SummarizationProcessor
+from processors import SlidingWindowProcessor, SummarizationProcessor, count_tokens_approximately
 from session_store import SessionStore
 from testkit.scripted import MARKER, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
@@ -115,3 +117,63 @@ async def test_another_process_writing_invalidates_the_cached_window(db_url: str
         )
 
     await check_another_writer_is_seen(store_factory(), run_elsewhere, rewind_elsewhere_to_8)
+
+
+@dataclass
+class CountingCounter:
+    """`count_tokens_approximately`, counting the messages it is asked about."""
+
+    counted: int = 0
+
+    def __call__(self, messages: Sequence[ModelMessage]) -> int:
+        self.counted += len(messages)
+        return count_tokens_approximately(messages)
+
+
+def shown(requests: list[list[ModelMessage]]) -> list[list[str]]:
+    """What the model was sent, request by request: the markers (turns, calls, answers, summaries) in order."""
+    return [MARKER.findall(' '.join(str(message.parts) for message in request)) for request in requests]
+
+
+@pytest.mark.slow_on_postgresql  # the same code on both backends; SQLite's variant stays quick
+async def test_runs_from_a_kept_index_are_sent_what_runs_after_a_restart_are(store_factory: StoreFactory) -> None:
+    """A store keeps how its last run's processor indexed the window, and its next run indexes only what is new: the
+    model is sent exactly what a store restarted before every run sends, across token-sized cuts, summaries,
+    another writer and a rewind, and the messages already indexed are not counted again."""
+    makers: dict[str, Callable[[CountingCounter], SlidingWindowProcessor | SummarizationProcessor]] = {
+        'sliding': lambda counter: SlidingWindowProcessor(
+            trigger=('tokens', 500), keep=('tokens', 200), token_counter=counter
+        ),
+        'summarizing': lambda counter: SummarizationProcessor(
+            FunctionModel(RecordingSummarizer()), trigger=('tokens', 500), keep=('tokens', 200), token_counter=counter
+        ),
+    }
+    for name, make in makers.items():
+        kept_counter, fresh_counter = CountingCounter(), CountingCounter()
+        kept_store = store_factory(processor=make(kept_counter))
+        kept_assistant, fresh_assistant = ParallelToolAssistant(), ParallelToolAssistant()
+        kept = await kept_store.session(f'kept-{name}')
+        counted_once = 0
+        for turn in range(1, 21):
+            prompt = f'Turn M{turn}'
+            before = kept_counter.counted
+            await kept.run(scripted_agent(kept_assistant), prompt)
+            counted_once += kept_counter.counted - before == 4  # the run's own 4 messages, nothing of the window
+            async with store_factory(processor=make(fresh_counter)) as fresh_store:  # as after a restart
+                await (await fresh_store.session(f'fresh-{name}')).run(scripted_agent(fresh_assistant), prompt)
+            if turn in (7, 14):
+                # Another writer moves both sessions: the kept index is of a window no longer stored.
+                async with store_factory(processor=make(CountingCounter())) as other:
+                    for session_id in (f'kept-{name}', f'fresh-{name}'):
+                        session = await other.session(session_id)
+                        if turn == 7:
+                            await session.run(scripted_agent(ParallelToolAssistant()), f'Turn M{100 + turn}')
+                        else:
+                            await session.rewind(40)
+        assert shown(kept_assistant.requests) == shown(fresh_assistant.requests), name
+        summaries = [len(await kept_store.summaries(f'{which}-{name}')) for which in ('kept', 'fresh')]
+        assert summaries[0] == summaries[1] and (summaries[0] > 0) == (name == 'summarizing'), summaries
+        assert len(await kept.context()) < len(await kept.history()), 'the window was cut'
+        # Most runs start from the index their predecessor kept; the rest follow a cut, another writer or a rewind.
+        assert counted_once >= 12, (name, counted_once)
+        assert kept_counter.counted < fresh_counter.counted, name

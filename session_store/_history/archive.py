@@ -27,6 +27,7 @@ from .tree import Span, on_path
 
 __all__ = (
     'MESSAGE_INSERT',
+    'SUMMARY_COLUMNS',
     'SUMMARY_INSERT',
     'add_root_segment',
     'copy_path',
@@ -221,21 +222,20 @@ MESSAGE_INSERT = _insert_of(
     ),
 )
 """A row of `message_rows`, inserted."""
-SUMMARY_INSERT = _insert_of(
-    SummaryRow,
-    (
-        'session_pk',
-        'segment_pk',
-        'previous_pk',
-        'covers_from',
-        'covers_to',
-        'text',
-        'tokens',
-        'model_name',
-        'usage',
-        'created_at',
-    ),
-).returning(SummaryRow.pk)
+SUMMARY_COLUMNS = (
+    'session_pk',
+    'segment_pk',
+    'previous_pk',
+    'covers_from',
+    'covers_to',
+    'text',
+    'tokens',
+    'model_name',
+    'usage',
+    'created_at',
+)
+"""The columns of a `summary_row`."""
+SUMMARY_INSERT = _insert_of(SummaryRow, SUMMARY_COLUMNS).returning(SummaryRow.pk)
 """A `summary_row`, inserted; returns its key."""
 
 

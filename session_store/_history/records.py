@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
+from processors import Lineage
+
 __all__ = ('Entry', 'LoadedWindow', 'NewSummary', 'RunRecord')
 
 
@@ -36,6 +38,9 @@ class LoadedWindow:
     usage: RunUsage
     deferred_tool_requests: dict[str, Any] | None = None
     """The tool calls the session's last run left waiting for approval or results, as stored."""
+    indexed: Lineage | None = None
+    """How the run that wrote this window indexed `messages` (all but those it added last), when it ran with a copy
+    of the processor this window was loaded for: that processor's next copy takes it over (`remember`)."""
 
 
 class NewSummary(NamedTuple):

@@ -34,6 +34,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from processors import Lineage
+
 from .._codec import dump_usage, now
 from .._db.database import Database
 from .._db.sealing import Vault
@@ -41,11 +43,11 @@ from .._ids import check_id, new_token
 from .._telemetry import span
 from ..errors import SessionConflict, SessionNotFound, StoreUnavailable
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
-from .archive import MESSAGE_INSERT, SUMMARY_INSERT, message_rows, summary_row
+from .archive import MESSAGE_INSERT, SUMMARY_COLUMNS, SUMMARY_INSERT, message_rows, summary_row
 from .records import Entry, LoadedWindow, RunRecord
 from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id, wholly_on
 from .window_cache import WindowCache
-from .windows import StoredRun, StoredWindow, WindowProcessor, head_read
+from .windows import StoredRun, StoredWindow, WindowEngine, WindowProcessor, head_read
 
 __all__ = ('HEAD', 'Runs', 'SessionHead', 'window_on_path')
 
@@ -163,12 +165,20 @@ class Runs:
         return loaded
 
     async def store(
-        self, session_id: str, loaded: LoadedWindow, record: RunRecord, *, revision: str | None = None
+        self,
+        session_id: str,
+        loaded: LoadedWindow,
+        record: RunRecord,
+        *,
+        revision: str | None = None,
+        indexed: tuple[WindowEngine, Lineage] | None = None,
     ) -> StoredRun:
         """Append a run's messages and summaries, and move the window, in one transaction; the session's
-        revision becomes `revision` (a new token unless given: pydantic-ai's stores make their own).
+        revision becomes `revision` (a new token unless given: pydantic-ai's stores make their own). `indexed`:
+        how the run's processor (a copy of the first) indexed its history, kept with the window for the next.
 
-        On PostgreSQL a run without summaries (most runs) is one statement, so one round trip to the server.
+        On PostgreSQL a run with at most one summary (every run but a compaction on request that made several) is
+        one statement, so one round trip to the server.
 
         Raises:
             SessionConflict: Another run was stored since `loaded` was read; nothing was written.
@@ -187,7 +197,7 @@ class Runs:
             self.windows.put(session_id, None)
             return StoredRun([], [], dump_usage(record.usage))
         cached = self.windows.at(session_id, loaded.session_pk, loaded.revision)
-        self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored))
+        self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored, indexed))
         return stored
 
     async def _revision_of(self, session_pk: int) -> str | None:
@@ -407,12 +417,13 @@ _ADVANCE = (
 """A run's move of its session: the revision check and the new bounds in one statement."""
 
 
-def _advance_and_append() -> Select[int]:
-    """PostgreSQL: `_ADVANCE` and the run's messages appended, as one statement: one round trip, atomic on its own.
+def _advance_and_append(summarized: bool) -> Select[Any]:
+    """PostgreSQL: `_ADVANCE` and the run's messages appended (and its one summary, if `summarized`), as one
+    statement: one round trip, atomic on its own.
 
     The messages come as one array per column (`a_position`, ...; named apart from the sessions' columns, which
-    an UPDATE would take as more to set), with `a_segment_pk` and `a_created_at`. It counts the sessions moved:
-    0 when the revision check failed, and then it appends nothing.
+    an UPDATE would take as more to set), with `a_segment_pk` and `a_created_at`; the summary as `s_{column}`. It
+    gives the sessions moved (0 when the revision check failed, and then it writes nothing), and the summary's key.
     """
     moved = _ADVANCE.returning(_sessions.c.pk).cte('moved')
     arrays = (
@@ -427,11 +438,23 @@ def _advance_and_append() -> Select[int]:
         bindparam('a_created_at', type_=_messages.c.created_at.type),
     ).select_from(moved.join(arrays, true()))
     appended = insert(MessageRow).from_select(['session_pk', 'segment_pk', *_APPENDED_COLUMNS, 'created_at'], rows)
-    return select(func.count()).select_from(moved).add_cte(appended.cte('appended'))
+    counted = select(func.count()).select_from(moved).scalar_subquery()
+    if not summarized:
+        return select(counted).add_cte(appended.cte('appended'))
+    summary = select(moved.c.pk, *(bindparam(f's_{name}', type_=_summaries.c[name].type) for name in _SUMMARY_COLUMNS))
+    inserted = (
+        insert(SummaryRow)
+        .from_select(['session_pk', *_SUMMARY_COLUMNS], summary.select_from(moved))
+        .returning(_summaries.c.pk)
+        .cte('summarized')
+    )
+    return select(counted, select(inserted.c.pk).scalar_subquery()).add_cte(appended.cte('appended'))
 
 
 _APPENDED_COLUMNS = ('position', 'entry_id', 'run_id', 'kind', 'payload', 'text', 'tokens', 'ui_message_id')
-_ADVANCE_AND_APPEND = _advance_and_append()
+_SUMMARY_COLUMNS = SUMMARY_COLUMNS[1:]
+"""A summary's columns but its session's, which the statement takes from the session it moved."""
+_ADVANCE_AND_APPEND = {summarized: _advance_and_append(summarized) for summarized in (False, True)}
 
 
 def _opened_at_compaction(loaded: LoadedWindow, record: RunRecord) -> RunRecord:
@@ -476,9 +499,19 @@ async def _write_run(
         moving |= {f'a_{name}': [row[name] for row in rows] for name in _APPENDED_COLUMNS}
         moving |= {'a_segment_pk': loaded.segment_pk, 'a_created_at': moving['updated_at']}
 
+    one_statement = postgresql and len(summaries) <= 1
+    if one_statement and summaries:
+        moving |= {f's_{name}': value for name, value in summaries[0].items() if name != 'session_pk'}
+        moving['s_previous_pk'] = loaded.summary_pk
+
     def append(db: Connection) -> list[int]:
+        if one_statement:
+            moved, *summary_pks = db.execute(_ADVANCE_AND_APPEND[bool(summaries)], moving).one()
+            if moved != 1:
+                raise SessionConflict(session_id)
+            return summary_pks
         if postgresql:
-            moved = db.execute(_ADVANCE_AND_APPEND, moving).scalar_one()
+            moved = db.execute(_ADVANCE_AND_APPEND[False], moving).scalar_one()
         else:
             moved = db.execute(_ADVANCE, moving).rowcount
             if moved == 1 and rows:
@@ -499,7 +532,7 @@ async def _write_run(
         tokens=sum(record.tokens),
         summaries=len(record.summaries),
     ):
-        if postgresql and not summaries:  # one statement, atomic on its own
+        if one_statement:  # atomic on its own
             summary_pks = await database.statements(append, session_id=session_id)
         else:
             summary_pks = await database.transaction(session_id, append)

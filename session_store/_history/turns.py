@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
@@ -30,7 +30,7 @@ from .records import LoadedWindow, NewSummary, RunRecord
 from .runs import Runs
 from .windows import StoredRun, WindowEngine, WindowProcessor, window_engine
 
-__all__ = ('Turn', 'compact_if_due')
+__all__ = ('Compacted', 'Turn', 'compact_if_due')
 
 _T = TypeVar('_T')
 
@@ -47,6 +47,9 @@ class Turn:
     """A fresh copy of the session's processor for this turn, seeded with the stored window's token counts."""
     summaries: list[Summary] = field(default_factory=list[Summary])
     failures: list[SummarizationFailure] = field(default_factory=list[SummarizationFailure])
+    owner: WindowEngine | None = None
+    """The session's own processor (or its context manager's), which `capability` copies: the index the turn's
+    history ends with is kept for that processor's next copy."""
 
     @classmethod
     async def start(
@@ -79,9 +82,10 @@ class Turn:
             )
         else:
             capability = as_capability(processor)
-        turn = cls(runs, session_id, loaded, capability, summaries, failures)
-        # The stored counts stand for the window's messages: each message is counted once, when stored.
-        await turn.engine.remember(loaded.messages, loaded.tokens)
+        turn = cls(runs, session_id, loaded, capability, summaries, failures, window_engine(processor))
+        # The stored counts stand for the window's messages: each message is counted once, when stored. A window
+        # kept in memory since the last run hands over how that run's processor indexed it, spared indexing again.
+        await turn.engine.remember(loaded.messages, loaded.tokens, loaded.indexed)
         return turn
 
     @property
@@ -160,14 +164,21 @@ class Turn:
             deferred_tool_requests=deferred_tool_requests,
             entry_ids=entry_ids,
         )
-        return await self.runs.store(self.session_id, loaded, record, revision=revision)
+        indexed = self.engine.indexed(all_messages)
+        kept = None if indexed is None or self.owner is None else (self.owner, indexed)
+        return await self.runs.store(self.session_id, loaded, record, revision=revision, indexed=kept)
+
+
+Compacted = Literal['no', 'yes', 'moved']
+"""What `compact_if_due` did: nothing (the session as the caller read it), a compaction stored, or nothing because
+another writer moved the session meanwhile (the caller's read of it is out of date either way but the first)."""
 
 
 async def compact_if_due(
     runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor, *, revision: str | None = None
-) -> bool:
+) -> Compacted:
     """Compact the session's stored window now if `processor`'s trigger holds on it, as a run's first request
-    would; whether it did. `revision`: the session's, as the caller read it just now (see `Turn.start`).
+    would, and say what came of it. `revision`: the session's, as the caller read it just now (see `Turn.start`).
 
     The summary (made from the stored one and only the messages newly evicted) and the window's new bounds are
     stored in their own transaction. A run through pydantic-ai's own door runs without the store, so its load
@@ -175,20 +186,20 @@ async def compact_if_due(
     """
     kept = None if revision is None else runs.window_at(session_id, revision, processor)
     if kept is not None and window_engine(processor).below_every_trigger(len(kept.messages)):
-        return False  # what the processor's pass over the window would find, without making one
+        return 'no'  # what the processor's pass over the window would find, without making one
     try:
         turn = await Turn.start(runs, session_id, scope, processor, loaded=kept)
     except SessionNotFound:
-        return False
+        return 'moved'
     loaded = turn.loaded
     await turn.engine.window(loaded.messages)
     if not turn.summaries and turn.bounds(loaded.messages) == (loaded.head_end, loaded.window_start):
-        return False
+        return 'no' if revision in (None, loaded.revision) else 'moved'
     try:
         await turn.store(loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
     except SessionConflict:
-        return False  # another writer moved the session meanwhile: the load reads what it stored
-    return True
+        return 'moved'  # another writer moved the session meanwhile: the load reads what it stored
+    return 'yes'
 
 
 def _collecting(

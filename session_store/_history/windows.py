@@ -6,12 +6,20 @@ prompt) goes, and which of the head's system parts are kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from copy import copy
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
+from pydantic_ai.usage import RunUsage
 
-from processors import ContextManagerCapability, SlidingWindowProcessor, SummarizationProcessor, summary_request
+from processors import (
+    ContextManagerCapability,
+    Lineage,
+    SlidingWindowProcessor,
+    SummarizationProcessor,
+    summary_request,
+)
 
 from .._codec import load_usage
 from .records import Entry, LoadedWindow, RunRecord
@@ -51,11 +59,25 @@ class StoredWindow:
     entries: tuple[Entry, ...]
     usage: dict[str, Any]
     deferred_tool_requests: dict[str, Any] | None
+    indexed: tuple[WindowEngine, Lineage] | None = field(default=None, compare=False)
+    """How the run that wrote this window indexed its history (the processor that run copied, and the index): the
+    next run's copy of that processor takes it over, so only the messages new since are indexed."""
+    opening: _Opening = field(default_factory=lambda: _Opening(), compare=False, repr=False)
+    """The tail's first message with the bridge in it, made once and handed to every run: the same objects each
+    time, as an index taken over needs."""
+    shown: _Made = field(default_factory=lambda: _Made(), compare=False, repr=False)
+    """The window as the last processor asked for it shapes it, made once (`loaded` hands out copies)."""
 
-    def after(self, revision: str, record: RunRecord, stored: StoredRun) -> StoredWindow | None:
-        """This window once `record` is stored under `revision` (with what the write made: `stored`); `None`
-        when only a read can tell which summary it starts from (a stored one further along the path comes
-        within reach).
+    def after(
+        self,
+        revision: str,
+        record: RunRecord,
+        stored: StoredRun,
+        indexed: tuple[WindowEngine, Lineage] | None = None,
+    ) -> StoredWindow | None:
+        """This window once `record` is stored under `revision` (with what the write made: `stored`, and how the
+        run's processor indexed the history: `indexed`); `None` when only a read can tell which summary it starts
+        from (a stored one further along the path comes within reach).
         """
         summary_pks, entry_ids, usage = stored
         beyond = self.next_summary_at is not None and self.next_summary_at <= record.window_start
@@ -74,6 +96,8 @@ class StoredWindow:
         entries = tuple(e for e in (*self.entries, *added) if e.position < head or e.position >= record.window_start)
         if len(entries) != head + count - record.window_start:
             return None  # the new head reaches messages this window did not hold
+        bounds = (record.head_end, record.window_start, summary)
+        same_opening = bounds == (self.head_end, self.window_start, self.summary)
         return StoredWindow(
             session_pk=self.session_pk,
             segment_pk=self.segment_pk,
@@ -86,36 +110,18 @@ class StoredWindow:
             entries=entries,
             usage=usage,
             deferred_tool_requests=record.deferred_tool_requests,
+            indexed=indexed if same_opening else None,
+            opening=self.opening if same_opening else _Opening(),
         )
 
     def loaded(self, processor: WindowProcessor) -> LoadedWindow:
         """The window a run starts from: head, then the tail with the bridge riding in its first request
         (or standing before it, when the tail opens with a response)."""
         engine = window_engine(processor)
-        first = [self.entries[0].message] if self.entries and self.entries[0].position == 0 else []
-        head: list[_Shown] = [e for e in self.entries if e.position < self.head_end]
-        tail: list[_Shown] = [
-            e for e in self.entries if e.position >= self.window_start and e.position >= self.head_end
-        ]
-        parts: list[ModelRequestPart] = []
-        if self.summary is not None:
-            parts = list(summary_request(engine.kept_system_parts(first), self.summary[1]).parts)
-        elif self.window_start > self.head_end:  # the system prompt's own message was cut
-            parts = list(engine.kept_system_parts(first))
-        if parts and not tail:
-            # A path that ends at its summary (before a prompt sent again): the window is the bridge alone.
-            tail = [(self.window_start, ModelRequest(parts=parts), None, None)]
-        elif parts:
-            position, opening, _, entry_id = tail[0]
-            if isinstance(opening, ModelRequest):
-                # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request;
-                # the run's history then lines up with the archive.
-                tail[0] = (position, replace(opening, parts=[*parts, *opening.parts]), None, entry_id)
-            else:
-                # A processor that cuts before responses (ContextManagerCapability) left the tail opening with
-                # one: the bridge stands alone before it, as that processor's own window has it.
-                tail.insert(0, (position, ModelRequest(parts=parts), None, None))
-        window = [*head, *tail]
+        shown = self.shown.get(engine)
+        if shown is None:
+            shown = self.shown.put(engine, self._shown(engine))
+        indexed = self.indexed[1] if self.indexed is not None and self.indexed[0] is engine else None
         return LoadedWindow(
             session_pk=self.session_pk,
             segment_pk=self.segment_pk,
@@ -124,18 +130,107 @@ class StoredWindow:
             head_end=self.head_end,
             window_start=self.window_start,
             summary_pk=None if self.summary is None else self.summary[0],
+            # Lists of the run's own; the messages in them are shared, as nobody changes a message in place.
+            messages=list(shown.messages),
+            positions=list(shown.positions),
+            tokens=list(shown.tokens),
+            entry_ids=list(shown.entry_ids),
+            usage=copy(shown.usage),
+            deferred_tool_requests=self.deferred_tool_requests,
+            indexed=indexed,
+        )
+
+    def _shown(self, engine: WindowEngine) -> _Window:
+        """The window as `engine` shapes it, made once per window and processor (`loaded` hands out copies)."""
+        first = [self.entries[0].message] if self.entries and self.entries[0].position == 0 else []
+        head: list[_Shown] = [e for e in self.entries if e.position < self.head_end]
+        tail: list[_Shown] = [
+            e for e in self.entries if e.position >= self.window_start and e.position >= self.head_end
+        ]
+        system_parts = engine.kept_system_parts(first)
+        if self.summary is not None or (system_parts and self.window_start > self.head_end):
+            opens = tail[0][1] if tail else None
+            bridged = self.opening.get(opens, system_parts)
+            if bridged is None:
+                bridged = self.opening.put(opens, system_parts, self._bridged(tail[:1], system_parts))
+            tail[:1] = bridged
+        window = [*head, *tail]
+        return _Window(
             messages=[m for _, m, _, _ in window],
             positions=[p for p, _, _, _ in window],
             tokens=[t for _, _, t, _ in window],
             entry_ids=[i for _, _, _, i in window],
             usage=load_usage(self.usage),
-            deferred_tool_requests=self.deferred_tool_requests,
         )
+
+    def _bridged(self, opening: list[_Shown], system_parts: list[SystemPromptPart]) -> list[_Shown]:
+        """The start of the tail (`opening`: its first message, if any) with the bridge (the summary, or the system
+        prompt once its own message was cut) in it: riding in its first request, or standing before it."""
+        parts: list[ModelRequestPart] = list(system_parts)
+        if self.summary is not None:
+            parts = list(summary_request(system_parts, self.summary[1]).parts)
+        if not opening:
+            # A path that ends at its summary (before a prompt sent again): the window is the bridge alone.
+            return [(self.window_start, ModelRequest(parts=parts), None, None)]
+        position, first, _, entry_id = opening[0]
+        if isinstance(first, ModelRequest):
+            # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request;
+            # the run's history then lines up with the archive.
+            return [(position, replace(first, parts=[*parts, *first.parts]), None, entry_id)]
+        # A processor that cuts before responses (ContextManagerCapability) left the tail opening with one: the
+        # bridge stands alone before it, as that processor's own window has it.
+        return [(position, ModelRequest(parts=parts), None, None), opening[0]]
 
 
 _Shown = tuple[int, ModelMessage, int | None, str | None]
 """A message of a window as a run is given it: position, message, token count and entry id (`None` where the
 bridge changed the message, or stands alone)."""
+
+
+class _Window(NamedTuple):
+    """A window's columns as a processor shapes it (`StoredWindow._shown`)."""
+
+    messages: list[ModelMessage]
+    positions: list[int]
+    tokens: list[int | None]
+    entry_ids: list[str | None]
+    usage: RunUsage
+
+
+class _Made:
+    """The window a store holds as one processor shapes it, kept for that processor (the same object) only."""
+
+    def __init__(self) -> None:
+        self._made: tuple[WindowEngine, _Window] | None = None
+
+    def get(self, engine: WindowEngine) -> _Window | None:
+        return self._made[1] if self._made is not None and self._made[0] is engine else None
+
+    def put(self, engine: WindowEngine, window: _Window) -> _Window:
+        self._made = (engine, window)
+        return window
+
+
+class _Opening:
+    """A window's tail start with its bridge in it, made once for the message it opens with and the system prompt
+    parts a processor keeps, and handed out as the same objects until either changes."""
+
+    def __init__(self) -> None:
+        self._made: tuple[ModelMessage | None, list[SystemPromptPart], list[_Shown]] | None = None
+
+    def get(self, opens: ModelMessage | None, system_parts: list[SystemPromptPart]) -> list[_Shown] | None:
+        made = self._made
+        if made is None or made[0] is not opens or len(made[1]) != len(system_parts):
+            return None
+        if not all(mine is theirs for mine, theirs in zip(made[1], system_parts, strict=True)):
+            return None
+        return list(made[2])
+
+    def put(
+        self, opens: ModelMessage | None, system_parts: list[SystemPromptPart], bridged: list[_Shown]
+    ) -> list[_Shown]:
+        self._made = (opens, system_parts, bridged)
+        return list(bridged)
 
 
 class StoredRun(NamedTuple):
