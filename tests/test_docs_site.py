@@ -34,10 +34,6 @@ WARNINGS = {
 }
 """A page that warns, with the title of the warning admonition it warns in."""
 
-NOT_YET_REWRITTEN = {'production.md'}
-"""Pages whose prose still joins sentences with semicolons: production.md was being edited by other changes when
-the rest were rewritten, and is rewritten after they merge."""
-
 
 @pytest.fixture(scope='module')
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -182,7 +178,7 @@ def _prose(element: Element) -> str:
     )
 
 
-@pytest.mark.parametrize('name', [name for name in PROSE_PAGES if name not in NOT_YET_REWRITTEN])
+@pytest.mark.parametrize('name', PROSE_PAGES)
 def test_the_prose_does_not_join_sentences_with_semicolons(site: Path, name: str) -> None:
     """A sentence ends where it ends: a semicolon outside parentheses joins two that should be two."""
     joined = []
