@@ -17,7 +17,7 @@ import processors
 import session_store
 from tests._markdown import DOCS, REPO, docs_pages
 from tests._site import Element, build_site, content, page
-from tests.test_docs import CODE_COLUMNS, UNWRAPPED
+from tests.test_docs import CODE_COLUMNS
 
 pytestmark = pytest.mark.slow  # one site build, about ten seconds, which the module's tests share
 
@@ -56,8 +56,6 @@ def _in(element: Element, tags: set[str], cls: str | None = None) -> Element | N
 def test_every_code_block_on_the_site_fits_its_width(site: Path, name: str) -> None:
     """The pages' own blocks, and the docstrings' examples on the API reference's. A signature wraps instead
     (the site's stylesheet): a default can be a string longer than the block."""
-    if f'docs/{name}' in UNWRAPPED:
-        pytest.skip(f'{name} is not yet rewrapped')
     too_long = [
         line
         for code in content(page(site, name)).find_all('code')
