@@ -17,7 +17,7 @@ import processors
 import session_store
 from tests._markdown import DOCS, REPO, docs_pages
 from tests._site import Element, build_site, content, page
-from tests.test_docs import CODE_COLUMNS, UNWRAPPED
+from tests.test_docs import CODE_COLUMNS
 
 pytestmark = pytest.mark.slow  # one site build, about ten seconds, which the module's tests share
 
@@ -33,10 +33,6 @@ WARNINGS = {
     'web.md': 'Behind a proxy',
 }
 """A page that warns, with the title of the warning admonition it warns in."""
-
-NOT_YET_REWRITTEN = {'production.md'}
-"""Pages whose prose still joins sentences with semicolons: production.md was being edited by other changes when
-the rest were rewritten, and is rewritten after they merge."""
 
 
 @pytest.fixture(scope='module')
@@ -60,8 +56,6 @@ def _in(element: Element, tags: set[str], cls: str | None = None) -> Element | N
 def test_every_code_block_on_the_site_fits_its_width(site: Path, name: str) -> None:
     """The pages' own blocks, and the docstrings' examples on the API reference's. A signature wraps instead
     (the site's stylesheet): a default can be a string longer than the block."""
-    if f'docs/{name}' in UNWRAPPED:
-        pytest.skip(f'{name} is not yet rewrapped')
     too_long = [
         line
         for code in content(page(site, name)).find_all('code')
@@ -182,7 +176,7 @@ def _prose(element: Element) -> str:
     )
 
 
-@pytest.mark.parametrize('name', [name for name in PROSE_PAGES if name not in NOT_YET_REWRITTEN])
+@pytest.mark.parametrize('name', PROSE_PAGES)
 def test_the_prose_does_not_join_sentences_with_semicolons(site: Path, name: str) -> None:
     """A sentence ends where it ends: a semicolon outside parentheses joins two that should be two."""
     joined = []

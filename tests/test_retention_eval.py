@@ -224,14 +224,16 @@ def test_bad_settings_are_refused_naming_the_parameter() -> None:
 @pytest.mark.slow
 def test_eval_prints_its_tables_and_json_offline(tmp_path: Path) -> None:
     args = ['eval', '--turns', '12', '--trigger', '8', '--keep', '3', '--seed', str(SEED)]
-    text = ok(cli(*args, cwd=tmp_path))
+    text = ok(cli(*args, cwd=tmp_path, env={'COLUMNS': '80'}))  # a terminal's width, as the docs page shows
     # Without --vs-* the summarizer is compared with the sliding window of the same trigger and keep.
     for title in (
-        'test summarizer, trigger 8, keep 3: facts in the window after each compaction',
-        'sliding window, trigger 8, keep 3: every check of a planted fact, by kind',
+        'test summarizer, trigger 8, keep 3:\nfacts in the window after each compaction',
+        'sliding window, trigger 8, keep 3:\nevery check of a planted fact, by kind',
         f'Seed {SEED}, 12 turns, 3 planted facts',
     ):
         assert title in text, text
+    # The titles fit those 80 columns too, as the tables do.
+    assert max(len(line) for line in text.splitlines()) <= 80, text
     data = json.loads(ok(cli(*args, '--vs-keep', '5', '--json', cwd=tmp_path)))
     assert [result['contender'] for result in data['results']] == [
         'test summarizer, trigger 8, keep 3',

@@ -192,7 +192,7 @@ def _share(part: int, whole: int) -> str:
 def _by_compaction(report: RetentionReport, result: ContenderResult) -> Table:
     from ..evaluation import FACT_KINDS
 
-    table = _table(f'{result.contender}: facts in the window after each compaction (in context / planted)')
+    table = _table(f'{result.contender}:\nfacts in the window after each compaction (in context / planted)')
     for name in ('#', 'turn', *FACT_KINDS, 'in context', 'stale', 'lost'):
         table.add_column(name, justify='right')
     if report.recall:
@@ -212,7 +212,7 @@ def _by_compaction(report: RetentionReport, result: ContenderResult) -> Table:
 def _by_kind(report: RetentionReport, result: ContenderResult) -> Table:
     from ..evaluation import FACT_KINDS
 
-    table = _table(f'{result.contender}: every check of a planted fact, by kind')
+    table = _table(f'{result.contender}:\nevery check of a planted fact, by kind')
     for name in ('kind', 'checks', 'kept', 'corrected', 'stale', 'lost', 'in context'):
         table.add_column(name, justify='left' if name == 'kind' else 'right')
     if report.recall:
@@ -271,7 +271,8 @@ def _comparison(report: RetentionReport) -> Table:
 
 def _table(title: str) -> Table:
     """A table as `eval` prints them: a title above, a rule under the header, one space between columns (so 80
-    columns hold the widest)."""
+    columns hold the widest). A contender's tables name it on a line of its own above what they show, so that
+    the title fits those columns too (it is printed unwrapped, as all of `eval`'s output)."""
     return Table(title=title, title_justify='left', box=box.SIMPLE_HEAD, padding=0, show_edge=False)
 
 
