@@ -120,13 +120,7 @@ async def postgresql(folder: Path) -> AsyncIterator[ConversationStore]:
         yield store.conversations
 
 
-_POOLER_GONE = pytest.mark.skip(
-    reason='the PgBouncer this test process started stops answering once the child processes have run (connection '
-    'refused in the parent afterwards; not understood yet): the process-level checks run on PostgreSQL directly'
-)
-
-
-@_slow(persistent=True, process_marks=[_POOLER_GONE])
+@_slow(persistent=True)
 async def postgresql_pgbouncer(folder: Path) -> AsyncIterator[ConversationStore]:
     async with SessionStore(_database(folder, pooled=True)) as store:
         yield store.conversations

@@ -140,6 +140,7 @@ async def concurrency(h: Harness) -> None:
 async def concurrency_processes(h: Harness) -> None:
     """Processes saving to one conversation, and each to its own, all at once: the same as `concurrency`."""
     count = h.backend.processes
+    await _made(h)
     children = [_child(h, 'append', f'p{p}', str(TURNS_EACH)) for p in range(count)]
     for child in children:
         _wait(child)
@@ -147,6 +148,13 @@ async def concurrency_processes(h: Harness) -> None:
         check_turns('shared', await _history(store, 'shared') or [], [_labels(f'p{p}') for p in range(count)])
         for p in range(count):
             check_turns(f'own-p{p}', await _history(store, f'own-p{p}') or [], [_labels(f'p{p}')])
+
+
+async def _made(h: Harness) -> None:
+    """Open the backend once here before any child does, so that its data (a file, a database) is made by this
+    process and only opened by the children: children making it at once could each make their own."""
+    async with h.open():
+        pass
 
 
 def _child(h: Harness, job: str, *args: str) -> subprocess.Popen[str]:
@@ -220,6 +228,7 @@ async def atomicity(h: Harness) -> None:
 async def atomicity_killed_process(h: Harness) -> None:
     """A process killed (SIGKILL) while it saves leaves the conversation with whole turns only: every turn it
     reported saved, and at most the one it was saving."""
+    await _made(h)
     for round_, delay in enumerate((0.05, 0.2, 0.5)):
         child = _child(h, 'until_killed')
         assert child.stdout is not None
