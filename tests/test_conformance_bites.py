@@ -33,7 +33,8 @@ CHECKS = ('semantics', 'revisions', 'concurrency', 'atomicity', 'scopes', 'bad_i
 def test_a_broken_backend_fails_exactly_its_check(
     store: type[DictConversationStore], defect: str | None, tmp_path: Path
 ) -> None:
-    backend = conformance_backend(examples=8)(lambda folder: store())
+    # Enough examples that the state machine reaches a branch, a fork and a delete in every run, not most.
+    backend = conformance_backend(examples=30)(lambda folder: store())
     outcomes = validate(backend, tmp_path, checks=CHECKS, report=lambda line: None)
     failed = {outcome.check: outcome.detail for outcome in outcomes if outcome.status == 'failed'}
     assert set(failed) == ({defect} if defect else set()), failed
