@@ -44,6 +44,15 @@ async def _loaded(store: ConversationStore, conversation_id: str) -> Conversatio
 # --- 2. revisions -------------------------------------------------------------------------------------------
 
 
+async def _conflicts(call: Awaitable[object], landed: str) -> None:
+    """`call` raises `ConversationConflict`; that it returned instead is the failure `landed` names."""
+    try:
+        await call
+    except ConversationConflict:
+        return
+    raise AssertionError(landed)
+
+
 async def revisions(h: Harness) -> None:
     """Two saves on one loaded revision, in sequence and at once: exactly one lands, the other raises
     `ConversationConflict`, and nothing of the loser is stored. A stale branch, a new conversation or a fork
@@ -55,38 +64,26 @@ async def revisions(h: Harness) -> None:
         first.messages.extend(turn('winner'))
         second.messages.extend(turn('loser'))
         await a.save(first)
-        try:
-            await b.save(second)
-        except ConversationConflict:
-            pass
-        else:
-            raise AssertionError('a save on a revision another save replaced landed instead of raising a conflict')
+        await _conflicts(
+            b.save(second), 'a save on a revision another save replaced landed instead of raising a conflict'
+        )
         assert await _history(a, 'r') == [*turn('base'), *turn('winner')]
         assert not [m for m in await stored_everywhere(b, 'r') if m in turn('loser')], 'the loser was stored'
         # A conversation made afresh (no revision) under an id the store has is a conflict too.
-        try:
-            await b.save(Conversation(conversation_id='r', messages=turn('fresh')))
-        except ConversationConflict:
-            pass
-        else:
-            raise AssertionError('a new conversation saved over a stored one with its id landed')
+        await _conflicts(
+            b.save(Conversation(conversation_id='r', messages=turn('fresh'))),
+            'a new conversation saved over a stored one with its id landed',
+        )
         assert await _history(a, 'r') == [*turn('base'), *turn('winner')]
         if 'trees' in h.capabilities.supported:
-            try:
-                await a.branch('r', at=TURN_LENGTH, expected_revision=second.revision)
-            except ConversationConflict:
-                pass
-            else:
-                raise AssertionError('a branch at a revision a save replaced moved the head')
+            await _conflicts(
+                a.branch('r', at=TURN_LENGTH, expected_revision=second.revision),
+                'a branch at a revision a save replaced moved the head',
+            )
             assert await _history(a, 'r') == [*turn('base'), *turn('winner')]
         if 'fork' in h.capabilities.supported:
             await a.save(Conversation(conversation_id='other', messages=turn('other')))
-            try:
-                await b.fork('r', new_conversation_id='other')
-            except ConversationConflict:
-                pass
-            else:
-                raise AssertionError('a fork onto a stored conversation replaced it')
+            await _conflicts(b.fork('r', new_conversation_id='other'), 'a fork onto a stored conversation replaced it')
             assert await _history(a, 'other') == turn('other')
         # At once: both loaded at one revision, saved together, round after round.
         expected = [*turn('base'), *turn('winner')]
@@ -275,12 +272,7 @@ async def scopes(h: Harness) -> None:
         assert await store.read_record('s') == record, 'deleted (or changed) by a delete under another scope'
         stolen = await _loaded(store, 's')
         stolen.messages.extend(turn('bob'))
-        try:
-            await store.save(stolen, scope='bob')
-        except ConversationConflict:
-            pass
-        else:
-            raise AssertionError('saved under another scope than the one it was saved with')
+        await _conflicts(store.save(stolen, scope='bob'), 'saved under another scope than the one it was saved with')
         assert await _history(store, 's') == own.messages
 
         assert await _history(store, 's', scope='alice') == own.messages
