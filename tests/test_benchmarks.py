@@ -216,7 +216,8 @@ def test_scale_quick() -> None:
         assert match, f'no connections line through {route}:\n{output}'
         for figure in match.groups():
             number(figure)
-        targets = re.findall(rf'^target on {where}: .*: {N} (?:ms )?(?:\(|x)', output, re.MULTILINE)
+        # A store CPU figure less the agent alone's may come out negative on a tiny load (see above).
+        targets = re.findall(rf'^target on {where}: .*: (-?{N}) (?:ms )?(?:\(|x)', output, re.MULTILINE)
         expected = 2 + (2 + measured[-1] if peer else 0)  # the store CPU target needs the peer's CPU above the agent's
         assert len(targets) == expected, f'targets through {route}: {targets}\n{output}'
 
