@@ -15,7 +15,7 @@ history size (a sliding window, 100 messages keeping 20):
 
 - `ours`: `session.run(agent, prompt)` on a `SessionStore` with that window as its processor. The time in the
   store's calls is what its own OpenTelemetry spans measure, `session_store.load_window` (the read a run starts
-  with) and `session_store.store_run` (the run's write), recorded here by a tracer of this file's.
+  with) and `session_store.store_run` (the run's write), timed by `_store_spans`.
 - `peer`: `get_items(limit=20)`, the agent on a history kept in memory (the peer's items are the OpenAI
   Agents SDK's, which a pydantic-ai agent does not take), then `add_items` of the turn's 4 items; each timed.
 - `alone`: the agent on its in-memory history and nothing stored: the ceiling the load allows.
@@ -36,9 +36,8 @@ ensure_environment([AGENTS_SQLALCHEMY] if json.loads(sys.argv[1])['contender'] =
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,49 +45,15 @@ from _scale_job import READY, Job, Timing, job_of
 from _scripted_turn import prompt, turn_agent
 from _store_contenders import peer_engine, peer_session
 from _store_conversation import TAIL, TRIGGER, peer_turn
-from opentelemetry import trace
+from _store_spans import LOAD_WINDOW, STORE_RUN, time_spans
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 
 from processors import SlidingWindow, SlidingWindowProcessor
 from session_store import SessionStore
 
-LOAD_WINDOW, STORE_RUN = 'session_store.load_window', 'session_store.store_run'
-"""The store's spans of a run: its read, and its write."""
-
-
 RunTurn = Callable[[int, int], Awaitable[tuple[float, float]]]
 """Runs turn `n` of session `index`; the seconds it spent in the store's read and in its write."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# The store's spans, timed
-# ---------------------------------------------------------------------------------------------------
-
-_SPENT: ContextVar[dict[str, float] | None] = ContextVar('spent', default=None)
-"""Seconds in each of the store's spans during the current turn, by span name."""
-
-
-class _SpanTimer(trace.Tracer):
-    """Times the spans it is asked for into the current turn's `_SPENT`, and records nothing else."""
-
-    def start_span(self, name: str, *args: Any, **kwargs: Any) -> trace.Span:
-        return trace.INVALID_SPAN
-
-    @contextmanager
-    def start_as_current_span(self, name: str, *args: Any, **kwargs: Any) -> Iterator[trace.Span]:
-        spent = _SPENT.get()
-        start = time.perf_counter()
-        try:
-            yield trace.INVALID_SPAN
-        finally:
-            if spent is not None and name in spent:
-                spent[name] += time.perf_counter() - start
-
-
-class _SpanTimers(trace.TracerProvider):
-    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
-        return _SpanTimer()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -124,7 +89,6 @@ class InMemory:
 
 @asynccontextmanager
 async def ours(job: Job) -> AsyncIterator[RunTurn]:
-    trace.set_tracer_provider(_SpanTimers())
     options = {'pool_size': job.load.pool_size, 'max_overflow': job.load.max_overflow}
     store = SessionStore(job.url, processor=window(), transaction_pooler=job.pooler, engine_options=options)
     async with store:
@@ -132,8 +96,7 @@ async def ours(job: Job) -> AsyncIterator[RunTurn]:
         agent = turn_agent(job.load.delay)
 
         async def run_turn(index: int, turn: int) -> tuple[float, float]:
-            spent = {LOAD_WINDOW: 0.0, STORE_RUN: 0.0}
-            _SPENT.set(spent)  # this session's task: each runs in a context of its own
+            spent = time_spans()  # this session's task: each runs in a context of its own
             await sessions[index].run(agent, prompt(turn))
             return spent[LOAD_WINDOW], spent[STORE_RUN]
 
