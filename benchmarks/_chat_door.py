@@ -5,9 +5,9 @@ the protocol.
 
 Import this only after `_bench_env.ensure_environment()`.
 
-Besides `_store_internals` (which seeds the archives), this reaches one private module of the store's:
-`session_store._ui_ids.with_ui_message_id`, which gives each seeded prompt its UI message id the way the adapters
-store it (pydantic-ai has no public setter).
+The archives are seeded through the public API only (`_seeding.Archive`, `SessionStore.import_`); each seeded
+prompt gets its UI message id from pydantic-ai's public `VercelAIAdapter.load_messages`, which turns a front end's
+user message into the request the adapters store, its id in the request's metadata.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
+from _seeding import Archive
 from _store_conversation import SUMMARY_TEXT, SYSTEM_PROMPT, Summarizer, our_turn, token_counts, turn_text
-from _store_internals import load_window, new_summary, store_run
 from _store_measuring import Measure
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -36,6 +37,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage
 from pydantic_ai.usage import UsageLimits
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -43,7 +45,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from session_store import Session, SessionStore, dispatch_chat
-from session_store._ui_ids import with_ui_message_id
 
 CHAT = 'chat'
 """The conversation every archive holds."""
@@ -56,8 +57,6 @@ SUMMARY_EVERY = 80
 """Messages each summary of a seeded archive's chain covers."""
 RECENT = 3
 """An edit of a recent turn sends again the prompt this many turns back from the newest: inside the window."""
-BATCH = 5_000
-"""Messages per transaction while seeding an archive."""
 TOOL = 'lookup_order'
 UNLIMITED = UsageLimits(request_limit=None)
 """The stock door's limits: pydantic-ai counts a stored conversation's usage against `request_limit` (50 by
@@ -90,35 +89,37 @@ def old_turn(size: int) -> int:
     return (cut + WINDOW) // 4
 
 
+def ui_prompt(turn: int) -> ModelRequest:
+    """Turn `turn`'s prompt as a UI adapter stores it: made from the front end's user message, its id kept; the
+    conversation's first also opens with the system prompt, as a run's does."""
+    sent = UIMessage(id=ui_id(turn), role='user', parts=[TextUIPart(text=turn_text(turn).question)])
+    (prompt,) = VercelAIAdapter.load_messages([sent])
+    assert isinstance(prompt, ModelRequest), prompt
+    if turn == 0:
+        prompt = replace(prompt, parts=[SystemPromptPart(SYSTEM_PROMPT), *prompt.parts])
+    return prompt
+
+
 def chat_archive(size: int) -> list[ModelMessage]:
-    """The first `size` messages of the chat: tool-using turns of 4 messages, each prompt carrying its UI message
-    id as the adapters store it (`with_ui_message_id`)."""
+    """The first `size` messages of the chat: tool-using turns of 4 messages (`our_turn`'s), each prompt carrying
+    its UI message id as the adapters store it (`ui_prompt`)."""
     messages: list[ModelMessage] = []
     for turn in range(size // 4):
-        prompt, *rest = our_turn(turn)
-        messages += [with_ui_message_id(prompt, ui_id(turn)), *rest]
+        _, *rest = our_turn(turn)
+        messages += [ui_prompt(turn), *rest]
     return messages
 
 
 async def seed(store: SessionStore, size: int) -> None:
-    """The conversation `CHAT` of `size` messages with its summary chain (`summary_cuts`), written straight into
-    the tables in batches of `BATCH` (`_store_internals.store_run`), far faster than runs."""
-    await store.session(CHAT)
+    """The conversation `CHAT` of `size` messages with its summary chain (`summary_cuts`), imported whole
+    (`_seeding.Archive`), far faster than runs."""
     messages = chat_archive(size)
-    tokens = token_counts(messages)
-    loaded = await load_window(store, CHAT)
-    covered = 0
-    cuts = summary_cuts(size)
-    for start in range(0, size, BATCH):
-        stop = min(size, start + BATCH)
-        summaries = []
-        for cut in (c for c in cuts if start < c <= stop):
-            text = f'{SUMMARY_TEXT} [{cut}]'
-            summaries.append(new_summary(covered, cut, text, len(text) // 4, 'bench-summarizer'))
-            covered = cut
-        batch = messages[start:stop]
-        await store_run(store, CHAT, loaded, batch, tokens[start:stop], window_start=covered, summaries=summaries)
-        loaded = await load_window(store, CHAT)
+    archive = Archive(CHAT)
+    archive.append(messages, token_counts(messages))
+    for cut in summary_cuts(size):
+        text = f'{SUMMARY_TEXT} [{cut}]'
+        archive.summarize(cut, text, len(text) // 4, 'bench-summarizer')
+    await archive.store_in(store)
 
 
 # --- the agent and its summarizer ----------------------------------------------------------------

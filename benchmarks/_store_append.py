@@ -1,6 +1,7 @@
 """benchmarks/store.py part 1, append throughput: messages (items) stored per second, turn by turn on one
-session, on fresh databases; ours through an agent, then our `store_run` against the peer's `add_items`,
-alone and after what a run reads first. See store.py's docstring for the protocol."""
+session, on fresh databases; ours through an agent, then our store's own write inside `session.run` (its
+`session_store.store_run` span) against the peer's `add_items`, alone and after what a run reads first (our
+`session_store.load_window` span, the peer's `get_items()`). See store.py's docstring for the protocol."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 
 from _bench_util import quiet_gc
+from _scripted_turn import prompt, turn_agent
 from _store_contenders import HAVE_PEER, Databases, WindowedAgent, peer_engine, peer_session
-from _store_conversation import TAIL, TRIGGER, our_turn, peer_turn, token_counts
-from _store_internals import load_window, store_run
+from _store_conversation import TRIGGER, peer_turn
 from _store_measuring import PEER_MISSING, print_target, rate, versus
+from _store_spans import LOAD_WINDOW, STORE_RUN, time_spans
 
 from session_store import SessionStore
 
 TARGET_APPEND = {'SQLite': 2.0, 'PostgreSQL': 1.5}
-"""Our store_run's throughput at least this many times the peer's add_items at equal durability, by backend
+"""Our store_run span's throughput at least this many times the peer's add_items at equal durability, by backend
 (issue 19: the search index stays in the write transaction, and the earlier 3 x is withdrawn)."""
 
 
@@ -56,19 +58,17 @@ Step = Callable[[int], Awaitable[tuple[float, float]]]
 
 @asynccontextmanager
 async def our_appender(url: str, turns: int) -> AsyncIterator[Step]:
-    """`store_run` of each turn's 4 messages (token counts made beforehand), after the `load_window` a run
-    starts with. The window slides as a session's would, keeping the last 20 messages."""
-    runs = [(messages, token_counts(messages)) for messages in map(our_turn, range(turns))]
-    async with SessionStore(url) as store:
-        await store.session('raw')
+    """`session.run` of the scripted agent (`_scripted_turn`), which stores each turn's 4 messages `our_turn(turn)`
+    on a session whose window slides at `TRIGGER` messages keeping `TAIL`; timed, the store's own read and write
+    in the run, its `load_window` and `store_run` spans (`_store_spans`), the agent's work left out."""
+    agent = turn_agent()
+    async with SessionStore(url, processor=WindowedAgent.sliding(TRIGGER).processor) as store:
+        session = await store.session('raw')
 
         async def step(turn: int) -> tuple[float, float]:
-            messages, tokens = runs[turn]
-            start = time.perf_counter()
-            loaded = await load_window(store, 'raw')
-            loaded_at = time.perf_counter()
-            await store_run(store, 'raw', loaded, messages, tokens, window_start=max(0, 4 * (turn + 1) - TAIL))
-            return loaded_at - start, time.perf_counter() - loaded_at
+            spent = time_spans()
+            await session.run(agent, prompt(turn))
+            return spent[LOAD_WINDOW], spent[STORE_RUN]
 
         yield step
         stored = (await store.sessions())[0].message_count
@@ -194,7 +194,7 @@ def print_storage_rows(results: AppendResults, reads: bool) -> None:
 
     ours = pick(results.ours)
     print(f'   {"read + store" if reads else "store only"}:')
-    append_row(f'     ours {"load_window + " if reads else ""}store_run', ours)
+    append_row(f'     ours {"load_window + store_run spans" if reads else "store_run span"} of session.run', ours)
     peers = [('peer', results.peer), ('peer, synchronous=NORMAL', results.peer_normal)]
     if results.peer is None:
         print(f'     peer {PEER_MISSING}')
@@ -231,7 +231,7 @@ def print_append(results: AppendResults, turns: int, backend: str) -> None:
     equal = results.peer_normal or peer  # on SQLite, the peer at our durability (synchronous=NORMAL)
     print_target(
         backend,
-        'store_run',
+        'store_run span',
         TARGET_APPEND[backend],
         "the peer's add_items at equal durability" + (' (synchronous=NORMAL)' if results.peer_normal else ''),
         None if equal is None else ours.store / equal.store,

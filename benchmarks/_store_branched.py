@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from _bench_db import analyze
+from _seeding import Archive
 from _store_contenders import Databases, grow, ours_first_open, ours_warm_open, summarized
 from _store_conversation import TAIL, our_archive, token_counts
 from _store_measuring import cell, print_target, round_robin
@@ -63,21 +64,23 @@ class Tree:
 
 async def build_tree(url: str, tree: Tree) -> float:
     """Session 'branched', the tree, as `tree.branch_points` rewinds leave one, and session 'linear', one
-    segment as long as the tree's active path; the seconds the tree took to build."""
+    segment as long as the tree's active path, each built in memory (`_seeding.Archive`, its `rewind` doing
+    what `Session.rewind` does) and imported; the seconds the tree took to store."""
     longest = tree.forks[-1] + tree.beyond
     messages = our_archive(max(longest, tree.path))
     tokens = token_counts(messages)
+    branched, linear = Archive('branched'), Archive('linear')
+    for fork in tree.forks:
+        grow(branched, messages, tokens, fork + tree.beyond)
+        branched.rewind(fork)
+    grow(branched, messages, tokens, tree.path)
+    grow(linear, messages, tokens, tree.path)
     async with SessionStore(url) as store:
         started = time.perf_counter()
-        session = await store.session('branched')
-        for fork in tree.forks:
-            await grow(store, 'branched', messages, tokens, fork + tree.beyond)
-            await session.rewind(fork)
-        await grow(store, 'branched', messages, tokens, tree.path)
+        await branched.store_in(store)
         built = time.perf_counter() - started
-        branches = await session.branches()
-        await store.session('linear')
-        await grow(store, 'linear', messages, tokens, tree.path)
+        await linear.store_in(store)
+        branches = await (await store.session('branched')).branches()
         counts = {info.session_id: info.message_count for info in await store.sessions()}
     assert counts == {'branched': tree.path, 'linear': tree.path}, counts
     assert [branch.forked_at for branch in branches] == [None, *tree.forks], branches

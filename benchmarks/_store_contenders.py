@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _bench_env import AGENTS_SQLALCHEMY, peer_ready
+from _seeding import Archive
 from _store_conversation import (
     SUMMARY_TEXT,
     TAIL,
@@ -24,7 +25,6 @@ from _store_conversation import (
     peer_turn,
     token_counts,
 )
-from _store_internals import load_window, new_summary, store_run
 from _store_measuring import Measure
 from pydantic_ai import Agent
 from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, SystemPromptPart
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 SUMMARY_EVERY = 80
 """Messages each summary of an archive's chain covers (a trigger of 100 messages keeping 20)."""
 BUILD_BATCH = 5_000
-"""Messages (items) per transaction while filling an archive."""
+"""Items per `add_items` while filling the peer's archive."""
 
 Check = Callable[[Sequence[ModelMessage]], None]
 """Asserts that a window we built is the one expected."""
@@ -177,39 +177,22 @@ def summary_cuts(size: int) -> list[int]:
     return [*range(SUMMARY_EVERY, last, SUMMARY_EVERY), last]
 
 
-async def grow(
-    store: SessionStore, session_id: str, messages: Sequence[ModelMessage], tokens: Sequence[int], end: int
-) -> None:
-    """Extend the session's active path to `end` messages (`messages[at]` at each position `at`), in batches of
-    `BUILD_BATCH`, summarized as a session would be: the chain goes on from the path's last summary (where its
-    window starts) with one at every `summary_cuts(end)` after it, each covering from the one before."""
-    loaded = await load_window(store, session_id)
-    covered = loaded.window_start
-    cuts = [cut for cut in summary_cuts(end) if cut > covered]
-    for start in range(loaded.message_count, end, BUILD_BATCH):
-        stop = min(end, start + BUILD_BATCH)
-        summaries = []
-        for cut in (c for c in cuts if start < c <= stop):
-            summaries.append(new_summary(covered, cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench'))
-            covered = cut
-        await store_run(
-            store,
-            session_id,
-            loaded,
-            messages[start:stop],
-            tokens[start:stop],
-            window_start=covered,
-            summaries=summaries,
-        )
-        loaded = await load_window(store, session_id)
+def grow(archive: Archive, messages: Sequence[ModelMessage], tokens: Sequence[int], end: int) -> None:
+    """Extend the archive's active path to `end` messages (`messages[at]` at each position `at`), summarized as
+    a session would be: the chain goes on from the path's last summary (where its window starts) with one at
+    every `summary_cuts(end)` after it, each covering from the one before."""
+    archive.append(messages[archive.length : end], tokens[archive.length : end])
+    for cut in (cut for cut in summary_cuts(end) if cut > archive.window_start):
+        archive.summarize(cut, f'{SUMMARY_TEXT} [{cut}]', len(SUMMARY_TEXT) // 4, 'bench')
 
 
 async def build_ours(url: str, size: int) -> None:
-    """Session 'archive': `size` messages with their summary chain, stored in batches of `BUILD_BATCH`."""
+    """Session 'archive': `size` messages with their summary chain, imported whole (`_seeding.Archive`)."""
     messages = our_archive(size)
+    archive = Archive('archive')
+    grow(archive, messages, token_counts(messages), size)
     async with SessionStore(url) as store:
-        await store.session('archive')
-        await grow(store, 'archive', messages, token_counts(messages), size)
+        await archive.store_in(store)
         info = (await store.sessions())[0]
     assert (info.message_count, info.summary_count) == (size, len(summary_cuts(size))), info
 
@@ -232,7 +215,7 @@ async def build_peer(url: str, size: int) -> None:
 
 
 def summarized(size: int) -> Check:
-    """Checks a window of an archive built by `grow` to `size` messages: the latest summary and the system
+    """Checks a window of an archive grown by `grow` to `size` messages: the latest summary and the system
     prompt riding in the first of the last `TAIL` messages."""
 
     def check(window: Sequence[ModelMessage]) -> None:

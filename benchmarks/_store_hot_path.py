@@ -10,6 +10,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from _bench_util import quiet_gc
+from _seeding import Archive
 from _store_contenders import (
     HAVE_PEER,
     Databases,
@@ -21,7 +22,6 @@ from _store_contenders import (
     peer_warm_open,
 )
 from _store_conversation import TAIL, TRIGGER, our_archive, peer_archive, peer_turn, token_counts
-from _store_internals import load_window, store_run
 from _store_measuring import cell, median_ms, print_target
 from pydantic_ai.messages import ModelMessage
 
@@ -52,10 +52,12 @@ def slid(window: Sequence[ModelMessage]) -> None:
 
 
 async def fill_hot(store: SessionStore, messages: Sequence[ModelMessage]) -> None:
-    """The session 'hot' at its steady state: `messages` archived, the window its last `TAIL`."""
-    await store.session('hot')
-    loaded = await load_window(store, 'hot')
-    await store_run(store, 'hot', loaded, messages, token_counts(messages), window_start=len(messages) - TAIL)
+    """The session 'hot' at its steady state: `messages` archived, the window its last `TAIL` (a sliding window's
+    cut, no summary), imported whole (`_seeding.Archive`)."""
+    archive = Archive('hot')
+    archive.append(messages, token_counts(messages))
+    archive.window_start = len(messages) - TAIL
+    await archive.store_in(store)
 
 
 async def hot_path_benchmark(databases: Databases, rounds: int) -> HotPath:

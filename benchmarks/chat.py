@@ -22,10 +22,11 @@ scripted `FunctionModel`, streamed as the adapters run it, answering each prompt
 tool has answered, a text: 4 new messages a turn, in `_store_conversation.turn_text`'s words.
 
 The store: `SessionStore(url, processor=SummarizationProcessor(FunctionModel(summarizer), trigger=('messages',
-40), keep=('messages', 20)))`, the summarizer scripted. Its conversation `chat` is seeded straight into the tables
-(`_store_internals.store_run`, in batches of 5,000 messages, as benchmarks/web.py's `grow_long`): tool-using turns
-of 4 messages whose prompts carry UI message ids as the adapters store them (`session_store._ui_ids.
-with_ui_message_id`), with a summary chain (one summary every 80 messages, each extending the last) whose latest
+40), keep=('messages', 20)))`, the summarizer scripted. Its conversation `chat` is seeded through the public API, far
+faster than runs: built in memory as a `SessionExport` and stored with `store.import_` (`_seeding.py`, as
+benchmarks/web.py's sessions): tool-using turns of 4 messages whose prompts carry UI message ids as the adapters
+store them (each prompt made by pydantic-ai's `VercelAIAdapter.load_messages` from a front end's user message with
+that id), with a summary chain (one summary every 80 messages, each extending the last) whose latest
 covers all but the last 20 messages: the window as a compaction at the trigger leaves it. A SQLite file per size
 in a temporary directory; a fresh database per size on the PostgreSQL server of `testkit/postgres.py` (the server
 named by `$SESSION_STORE_TEST_PG_URL`, else a throwaway local cluster when PostgreSQL is installed; skipped,

@@ -19,8 +19,8 @@ server of `testkit/postgres.py` (skipped, saying why, when there is none), ANALY
 
 The archives are benchmarks/store.py's (`build_ours`, `build_peer`): the session `archive` of 100, 10k or 100k
 messages of tool-using turns, ours with its summary chain (the latest summary covering all but the last 20
-messages), built with `store_run` in batches (`_store_internals.py`, the one place reaching the store's internals),
-the peer's with `add_items` in batches. Ours is then opened as a pydantic-ai user would, with a summarizing
+messages), built in memory and stored with the public `store.import_` (`_seeding.py`), the peer's with `add_items`
+in batches. Ours is then opened as a pydantic-ai user would, with a summarizing
 processor: `SessionStore(url, processor=SummarizationProcessor(FunctionModel(summarizer), trigger=('messages',
 40), keep=('messages', 20)))`, the summarizer a scripted `FunctionModel` answering at once with a summary of 1,500
 characters.

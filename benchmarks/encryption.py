@@ -10,11 +10,14 @@ aiosqlite file in a temporary directory) and PostgreSQL (a fresh database on the
 finds or starts; skipped, saying why, when there is none). Every figure is the median over `--repeats`, the
 two stores taken in alternation so load from other processes falls on each alike.
 
-- append: what a run costs the store, `load_window` (warm: the window cached at the session's revision)
-  then `store_run` of one tool-using turn of 4 messages, over `--turns` turns; the encrypted store seals
-  each payload and makes its blind search words.
+- append: what a run costs the store: `session.run` of a scripted agent (`_scripted_turn.py`) that stores one
+  tool-using turn of 4 messages, over `--turns` turns, timed by the store's own OpenTelemetry spans of the
+  run, `session_store.load_window` (warm: the window cached at the session's revision) and
+  `session_store.store_run` (`_store_spans.py`), the agent's work left out; the encrypted store seals each
+  payload and makes its blind search words.
 - first open: a new store (engine, schema check, the hot path's SQL compiled anew) opening a session with
-  `--size` archived messages and building its window (a sliding window's 20 kept messages): the
+  `--size` archived messages (stored with the public `store.import_`, `_seeding.py`; the window a sliding
+  window's cut 20 from the end) and building its window (a sliding window's 20 kept messages): the
   encrypted store opens each of them.
 - history: reading the whole archive back (`store.history(id)`), every message opened.
 - search: `store.search(words, match='words')` over the archive: FTS5 or tsvector over words against the
@@ -40,7 +43,9 @@ from dataclasses import dataclass
 
 from _bench_db import postgres_server
 from _bench_util import load_average, machine, quiet_gc
-from _store_internals import load_window, store_run
+from _scripted_turn import turn_agent
+from _seeding import Archive
+from _store_spans import LOAD_WINDOW, STORE_RUN, time_spans
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -60,11 +65,16 @@ KEYS = Encryption(keys={'k1': Encryption.generate_key()})
 _FILLER = 'the customer asked about the parcel, the refund and the invoice for order number ' * 8
 
 
+def question(number: int) -> str:
+    """The user prompt of turn `number`."""
+    return f'Question {number} zebra{number % 50}: {_FILLER[:120]}'
+
+
 def turn(number: int) -> list[ModelMessage]:
     """One tool-using turn: a question, a tool call, its result, an answer."""
     call = f'call_{number:07d}'
     return [
-        ModelRequest(parts=[UserPromptPart(f'Question {number} zebra{number % 50}: {_FILLER[:120]}')]),
+        ModelRequest(parts=[UserPromptPart(question(number))]),
         ModelResponse(parts=[ToolCallPart('lookup_order', {'order': f'A-{number:07d}'}, tool_call_id=call)]),
         ModelRequest(parts=[ToolReturnPart('lookup_order', f'Result {number}: {_FILLER[:400]}', tool_call_id=call)]),
         ModelResponse(parts=[TextPart(f'Answer {number}: {_FILLER[:250]}')]),
@@ -105,34 +115,28 @@ class Figures:
 
 
 async def append_turns(stores: dict[str, SessionStore], turns: int) -> dict[str, float]:
-    """Median seconds per turn of `load_window` + `store_run`, the stores taking turns."""
+    """Median seconds per turn of a run's `load_window` + `store_run` spans, the stores taking turns."""
     taken: dict[str, list[float]] = {name: [] for name in stores}
-    for opened in stores.values():
-        await opened.session('append')
+    agent = turn_agent(script=turn, system_prompt=None)
+    sessions = {name: await opened.session('append') for name, opened in stores.items()}
     for number in range(turns):
-        messages = turn(number)
-        tokens = counted(messages)
-        for name, opened in stores.items():
+        for name, session in sessions.items():
             with quiet_gc():
-                start = time.perf_counter()
-                loaded = await load_window(opened, 'append')
-                await store_run(
-                    opened, 'append', loaded, messages, tokens, window_start=max(0, 4 * (number + 1) - TAIL)
-                )
-                taken[name].append(time.perf_counter() - start)
+                spent = time_spans()
+                await session.run(agent, question(number))
+                taken[name].append(spent[LOAD_WINDOW] + spent[STORE_RUN])
     for opened in stores.values():
         assert len(await opened.history('append')) == 4 * turns
     return {name: statistics.median(values) for name, values in taken.items()}
 
 
 async def build_archive(opened: SessionStore, size: int) -> None:
-    await opened.session('archive')
-    for start in range(0, size, 1_000):
-        messages = [message for number in range(start // 4, (start + 1_000) // 4) for message in turn(number)]
-        loaded = await load_window(opened, 'archive')
-        await store_run(
-            opened, 'archive', loaded, messages, counted(messages), window_start=start + len(messages) - TAIL
-        )
+    """Session 'archive': `size` messages of `turn`s, its window their last `TAIL` (a sliding window's cut)."""
+    archive = Archive('archive')
+    messages = [message for number in range(size // 4) for message in turn(number)]
+    archive.append(messages, counted(messages))
+    archive.window_start = len(messages) - TAIL
+    await archive.store_in(opened)
 
 
 async def measure_backend(urls: dict[str, str], turns: int, size: int, repeats: int) -> Figures:
@@ -189,7 +193,7 @@ async def measure_backend(urls: dict[str, str], turns: int, size: int, repeats: 
 
 def report(backend: str, figures: Figures, turns: int, size: int) -> None:
     rows = [
-        (f'append (load_window + store_run, 4 messages, {turns} turns)', figures.append),
+        (f'append (load_window + store_run spans of session.run, 4 messages, {turns} turns)', figures.append),
         (f'first open @{size:,}', figures.first_open),
         (f'history @{size:,}', figures.history),
         (f'search words @{size:,}', figures.search),

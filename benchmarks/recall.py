@@ -27,8 +27,9 @@ store runs one.
 The archives are synthetic support conversations in turns of four messages: a customer's request, a tool
 call (order lookup, refund status, shipment tracking, returns), the tool's result and the assistant's
 answer, with varying order numbers, products and wording. The sessions grow in place from one size to
-the next, written straight into the archive (`_store_internals.append_messages`) in batches, interleaved
-across sessions so each session's rows are spread through the table. The queries:
+the next, in batches saved through the public `store.conversations` (pydantic-ai's `ConversationStore`:
+`load(id, limit=1)`, the batch added, `save`; the store counts each message's tokens), interleaved across
+sessions so each session's rows are spread through the table. The queries:
 
 - number: '73519', the digits of an order number (ORD-73519) that occurs once in the measured session,
   at position 3, once in another session, and nowhere else: a selective query.
@@ -70,7 +71,6 @@ from typing import Any, Literal
 
 from _bench_db import analyze, postgres_server, server_version
 from _bench_util import load_average, machine, quiet_gc
-from _store_internals import append_messages, session_pks
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -236,27 +236,24 @@ def conversation(session_id: str, start: int, stop: int) -> Iterator[ModelMessag
                 yield message
 
 
-def _tokens(message: ModelMessage) -> int:
-    return 10 + len(repr(message.parts)) // 4
-
-
-# --- filling ------------------------------------------------------------------------------------
-
-
-async def create_sessions(store: SessionStore) -> dict[str, int]:
-    """The four empty sessions, by id, with their primary keys."""
+async def create_sessions(store: SessionStore) -> list[str]:
+    """The four empty sessions' ids."""
     for session_id in (TARGET, *OTHERS):
         await store.session(session_id, scope=SCOPE)
-    return await session_pks(store)
+    return [TARGET, *OTHERS]
 
 
-async def grow(store: SessionStore, sessions: dict[str, int], start: int, stop: int) -> None:
-    """Append messages `start..stop` to every session, batch by batch, taking turns across sessions."""
+async def grow(store: SessionStore, sessions: Sequence[str], start: int, stop: int) -> None:
+    """Append messages `start..stop` to every session, batch by batch, taking turns across sessions: each batch
+    saved through pydantic-ai's `ConversationStore` API (`store.conversations`), on the conversation loaded
+    with its last message only, so a save appends after it without the archive being read."""
     for batch_start in range(start, stop, BATCH):
         batch_stop = min(batch_start + BATCH, stop)
-        for session_id, pk in sessions.items():
-            messages = list(conversation(session_id, batch_start, batch_stop))
-            await append_messages(store, pk, batch_start, messages, [_tokens(m) for m in messages])
+        for session_id in sessions:
+            loaded = await store.conversations.load(session_id, limit=1, scope=SCOPE)
+            assert loaded is not None, session_id
+            loaded.messages.extend(conversation(session_id, batch_start, batch_stop))
+            await store.conversations.save(loaded, scope=SCOPE)
 
 
 # --- measuring ----------------------------------------------------------------------------------

@@ -35,24 +35,29 @@ input items (a user message, a `function_call`, a `function_call_output`, an ass
      processor is a sliding window (trigger 100 messages, keep 20), the steady state of a long session.
      Before each run, untimed, the session's window is read and the same agent runs on it alone, with
      the same window capability and nothing stored: the difference is what the session adds per run.
-   - storage alone: our `store.store_run(...)` of the turn's 4 messages (token counts made beforehand,
-     the window sliding to keep the last 20 messages) against the peer's `add_items(...)` of the 4
-     items. "Store only" times just that call; "read + store" adds what a run reads first: our
-     `store.load_window(...)` (summary + kept tail), the peer's `get_items()` (all items: what its
-     Runner loads by default). On SQLite the peer runs twice, with its defaults (WAL,
-     `synchronous=FULL`: each commit is fsynced) and with `synchronous=NORMAL`, the setting ours uses:
-     equal durability. On PostgreSQL durability is the server's, the same for both.
+   - storage alone: our store's own write of the turn's 4 messages inside `session.run` (the scripted
+     agent of `_scripted_turn.py`, storing the same 4 messages the peer gets as items; the window sliding
+     at 100 to keep the last 20), timed by the store's OpenTelemetry span `session_store.store_run`,
+     against the peer's `add_items(...)` of the 4 items. "Store only" times just that; "read + store"
+     adds what a run reads first: our `session_store.load_window` span (summary + kept tail), the peer's
+     `get_items()` (all items: what its Runner loads by default). The spans are what users' tracing
+     sees; the agent's own work between them is not counted (it is in the first figure). Earlier
+     versions timed a call of the store's private run cycle instead; the spans' figures replace it.
+     On SQLite the peer runs twice, with its defaults (WAL, `synchronous=FULL`: each commit is fsynced)
+     and with `synchronous=NORMAL`, the setting ours uses: equal durability. On PostgreSQL durability is
+     the server's, the same for both.
      The contenders append turn by turn in alternation, so load from other processes on the machine
      falls on each alike.
-   Target (issue 19), printed as a ratio, met or MISSED: our `store_run` >= 2 x the peer's `add_items` at
-   equal durability on SQLite (the peer with `synchronous=NORMAL`), >= 1.5 x on PostgreSQL. The search
+   Target (issue 19), printed as a ratio, met or MISSED: our `store_run` span >= 2 x the peer's `add_items`
+   at equal durability on SQLite (the peer with `synchronous=NORMAL`), >= 1.5 x on PostgreSQL. The search
    index stays in our write transaction (a stored message is searchable at once); the earlier 3 x is
    withdrawn.
 
 2. Opening a session and building its window, with 100, 10k and 100k archived messages. Ours holds the
    archive of a summarizing session: a summary chain (one summary per 80 messages, each extending the
    last) whose latest summary covers all but the last 20 messages, and `window_start` there; it is
-   built with `store_run` in batches of 5,000 messages. The peer's archive is filled with `add_items`
+   built in memory as a `SessionExport` and stored with the public `store.import_(...)` (`_seeding.py`:
+   one transaction, the messages inserted in batches). The peer's archive is filled with `add_items`
    in batches of 5,000 items. Every archive is built first; then the median over `--repeats`, every
    size and figure taken in turns (so the growth with archive size is measured under the same load):
    - first open: a new `SessionStore(url)` (engine, schema revision check) + `await store.session(id)`
@@ -70,8 +75,9 @@ input items (a user message, a `function_call`, a `function_call_output`, an ass
    archived messages, against a linear session whose active path has the same length (10k messages), in
    the same database. The tree is what 10 rewinds leave: each of the path's first 10 segments runs on for
    9,000 messages past the point where the next one forks from it, so the 90,000 messages beyond the path
-   lie in 10 branches off it. It is built the way a session grows one: `store_run` in batches of 5,000
-   messages, then the public `session.rewind(fork point)`. Both sessions carry the summary chain of 2 (one
+   lie in 10 branches off it. It is built in memory as a session grows one (`_seeding.Archive`: messages
+   and summaries appended, then a rewind at each fork point, as `session.rewind` leaves the tree) and
+   stored with `store.import_(...)`; "built in" is that import. Both sessions carry the summary chain of 2 (one
    summary per 80 messages along every path, the active path's latest 20 messages before its end), so
    both windows are the same summary + 20-message tail: what differs is the tree walked to find them.
    With `--quick`: 1,000 messages in the tree, a path of 400 crossing 3 branch points.
@@ -99,7 +105,9 @@ they share live beside it, each module named for what it holds:
   scripted agent, the archives filled with a summary chain, each side's first and warm opens, timed;
 - `_store_measuring.py`: measures taken in turns, medians, comparisons and target lines;
 - `_store_append.py` (1.), `_store_opening.py` (2.), `_store_branched.py` (3.), `_store_hot_path.py` (4.);
-- `_store_internals.py`: the one place that reaches the store's internals.
+- `_seeding.py`: archives built in memory and stored with `store.import_` (public API only);
+- `_store_spans.py`: the store's OpenTelemetry spans `load_window` and `store_run`, timed.
+Nothing here reaches into the store's private modules (tests/test_packaging.py checks it).
 
 Sanity checks (assertions): every append run stores exactly its messages; our window is the summary
 plus the 20-message tail; the peer returns every item it was given; the tree has its branches where they

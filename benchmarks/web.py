@@ -25,8 +25,10 @@ one by one, and what is left for rendering.
 
 Backends: SQLite in a temporary file, and PostgreSQL on a real server from `testkit/postgres.py` (the server
 named by `$SESSION_STORE_TEST_PG_URL`, or a throwaway local cluster when PostgreSQL is installed; skipped,
-saying why, when there is none), in a fresh database that is dropped at the end. The archives are written
-straight into the tables (`_store_internals`), which is far faster than runs.
+saying why, when there is none), in a fresh database that is dropped at the end. The archives are stored
+through the public API, far faster than runs: each session built in memory as a `SessionExport` and handed
+to `store.import_` (`_seeding.py`; the long session grows by export, more messages and summaries, and import
+again in its place).
 """
 
 # The third-party imports follow the environment bootstrap, which must run first.
@@ -52,7 +54,7 @@ from urllib.parse import unquote
 
 from _bench_db import analyze, postgres_server, server_version
 from _bench_util import load_average, machine, quiet_gc, size_label
-from _store_internals import add_sessions, load_window, new_summary, store_run
+from _seeding import Archive
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -79,7 +81,6 @@ BATCH = 5_000
 SUMMARY_EVERY = 2_000
 TAIL = 40
 WARMUP = 2
-SESSION_BATCH = 500
 DEFAULT = {'messages': (1_000, 100_000), 'sessions': (100, 10_000), 'repeats': 20}
 QUICK = {'messages': (200, 2_000), 'sessions': (20, 200), 'repeats': 3}
 
@@ -108,32 +109,32 @@ def tokens(messages: Sequence[ModelMessage]) -> list[int]:
 
 
 async def grow_long(store: SessionStore, end: int) -> None:
-    """Extend the long session to `end` messages in batches, with a summary every `SUMMARY_EVERY` messages and
-    one more so that its window keeps only the last `TAIL`, as a summarizing session keeps them."""
-    loaded = await load_window(store, LONG)
-    covered = loaded.window_start
-    for start in range(loaded.message_count, end, BATCH):
+    """Extend the long session to `end` messages, with a summary every `SUMMARY_EVERY` messages (counted in
+    batches of `BATCH`, as the archive grew before) and one more so that its window keeps only the last `TAIL`,
+    as a summarizing session keeps them."""
+    long = await Archive.of(store, LONG, SCOPE)
+    for start in range(long.length, end, BATCH):
         stop = min(end, start + BATCH)
+        covered = long.window_start
         cuts = list(range(covered + SUMMARY_EVERY, stop - TAIL, SUMMARY_EVERY))
         if stop == end and stop - TAIL > max([covered, *cuts]):
             cuts.append(stop - TAIL)  # the window keeps only the last TAIL messages
-        summaries = []
+        messages = archive(start, stop)
+        long.append(messages, tokens(messages))
         for cut in cuts:
             text = f'Summary up to message {cut}: the customer asked about their orders; all were found in transit.'
-            summaries.append(new_summary(covered, cut, text, len(text) // 4, 'bench-summarizer'))
-            covered = cut
-        messages = archive(start, stop)
-        await store_run(store, LONG, loaded, messages, tokens(messages), window_start=covered, summaries=summaries)
-        loaded = await load_window(store, LONG)
+            long.summarize(cut, text, len(text) // 4, 'bench-summarizer')
+    await long.store_in(store)
 
 
 async def grow_sessions(store: SessionStore, have: int, want: int) -> None:
     """Add sessions of 4 messages each until the store holds `want` of them (the long one included)."""
     messages = archive(0, 4)
     counts = tokens(messages)
-    for start in range(have, want, SESSION_BATCH):
-        ids = [f'session-{number:05d}' for number in range(start, min(want, start + SESSION_BATCH))]
-        await add_sessions(store, ids, SCOPE, messages, counts)
+    for number in range(have, want):
+        session = Archive(f'session-{number:05d}', SCOPE)
+        session.append(messages, counts)
+        await store.import_(session.document())
 
 
 # --- requests ------------------------------------------------------------------------------------

@@ -279,3 +279,57 @@ def test_the_lowest_versions_ci_installs_are_the_declared_lower_bounds() -> None
     # and nothing is pinned that pyproject does not name.
     dev = {name: bound for name, bound in bounds['dev'].items() if name in pins and name not in shipped}
     assert {name: pin for name, pin in pins.items() if name not in shipped} == dev
+
+
+def _private_attributes() -> set[str]:
+    """The `_`-prefixed attributes our packages' objects have: what `self._x = ...` sets, and their `_x` methods."""
+    names: set[str] = set()
+    for package in PACKAGES:
+        for path in (REPO / package).rglob('*.py'):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    names.update(
+                        item.name for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                    )
+                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == 'self':
+                    names.add(node.attr)
+    return {name for name in names if name.startswith('_') and not name.startswith('__')}
+
+
+def _own(receiver: ast.expr) -> bool:
+    """Whether an attribute is looked up on a class's own instance or class, not on one of our objects."""
+    return isinstance(receiver, ast.Name) and receiver.id in ('self', 'cls')
+
+
+def _reaches_inside(path: Path, attributes: set[str]) -> list[str]:
+    """What `path` takes from our packages that users can't: private modules or names, private attributes of our
+    objects (on anything but a class's own `self`), each as `line: what`."""
+    found: list[str] = []
+
+    def private(dotted: str) -> bool:
+        parts = dotted.split('.')
+        return parts[0] in PACKAGES and any(part.startswith('_') for part in parts[1:])
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [f'{node.lineno}: import {alias.name}' for alias in node.names if private(alias.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split('.')[0] in PACKAGES:
+            names = [alias.name for alias in node.names]
+            if private(node.module) or any(name.startswith('_') for name in names):
+                found.append(f'{node.lineno}: from {node.module} import {", ".join(names)}')
+        elif isinstance(node, ast.Attribute) and node.attr in attributes and not _own(node.value):
+            found.append(f'{node.lineno}: .{node.attr}')
+    return found
+
+
+def test_the_benchmarks_use_only_what_users_can() -> None:
+    """A benchmark measures what users call: no private module or name of our packages, and no private attribute
+    of our objects (a store's `_database`, `_runs`); internal figures come from the store's OpenTelemetry spans."""
+    attributes = _private_attributes()
+    assert {'_database', '_runs'} <= attributes, 'the private attributes the check looks for were not found'
+    reached = {
+        f'benchmarks/{path.name}:{where}'
+        for path in sorted((REPO / 'benchmarks').glob('*.py'))
+        for where in _reaches_inside(path, attributes)
+    }
+    assert reached == set()
