@@ -1,5 +1,5 @@
 """`python -m session_store`: the `session-store` command."""
 
-from .cli import main
+from .cli import start
 
-main(prog_name='session-store')
+start()

@@ -30,6 +30,7 @@ from sqlalchemy.engine import make_url
 from session_store import SessionStore, SessionWindow, StoredSummary
 from session_store._db.schema import head_revision, migrations_dir
 from session_store.cli import main
+from session_store.cli._app import COMMANDS
 from session_store.cli._demo_run import run_turns
 from testkit.templates import NewDatabase
 
@@ -452,7 +453,9 @@ def test_every_command_has_help() -> None:
     runner = CliRunner()
     top = runner.invoke(main, ['--help'])
     assert top.exit_code == 0 and 'SESSION_STORE_URL' in top.output
-    visible = [name for name, command in main.commands.items() if not command.hidden]
+    context = click.Context(main)  # the commands load on demand: look each one up
+    commands = {name: command for name in main.list_commands(context) if (command := main.get_command(context, name))}
+    visible = [name for name, command in commands.items() if not command.hidden]
     assert set(visible) == {
         'branches', 'chat', 'compact', 'context', 'delete', 'demo', 'encrypt', 'eval', 'export', 'fork', 'history',
         'import', 'keygen', 'migrate', 'prune', 'rekey', 'rewind', 'search', 'serve', 'sessions', 'summaries',
@@ -462,7 +465,18 @@ def test_every_command_has_help() -> None:
         assert name in top.output
         shown = runner.invoke(main, [name, '--help'])
         assert shown.exit_code == 0, shown.output
-        summary = (main.commands[name].help or '').split('\n')[0]
+        summary = (commands[name].help or '').split('\n')[0]
         assert summary and summary.split(':')[0] in ' '.join(shown.output.split())
         # They alone touch no database of the user's: the eval runs in a temporary one of its own.
         assert ('--db' in shown.output) is (name not in ('keygen', 'eval'))
+
+
+def test_the_help_lists_each_command_by_its_own_help_without_importing_it() -> None:
+    # `--help` lists the commands from `COMMANDS`, importing none: each entry must say what the command itself does.
+    context = click.Context(main)
+    for name, listed in COMMANDS.items():
+        command = main.get_command(context, name)
+        assert command is not None, name
+        assert command.callback is not None and command.callback.__module__ == f'session_store.cli{listed.module}'
+        assert listed.summary == ('' if command.hidden else ' '.join((command.help or '').split('\n\n')[0].split()))
+    assert sorted(main.commands) == sorted(COMMANDS)  # every command registered is listed there

@@ -15,7 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ('Query', 'asyncpg_arguments', 'flag')
+__all__ = ('DEFAULT_URL', 'Query', 'asyncpg_arguments', 'flag')
+
+DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
+"""The store a `SessionStore()` or a command opens when given none: `sessions.db` in the working directory. Here,
+beside the URL rules and without SQLAlchemy, so the command line's help can show it without importing a database
+layer."""
 
 _SSL_MODES = ('disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full')
 """libpq's `sslmode` values, weakest first; asyncpg knows them all."""

@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ._urls import asyncpg_arguments, flag
+from ._urls import DEFAULT_URL, asyncpg_arguments, flag
 from .pinging import ping_on_checkout
 
 __all__ = (
@@ -31,8 +31,6 @@ __all__ = (
     'server_options',
     'sqlite_path',
 )
-
-DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
 
 SQLITE_BEGIN = 'session_store_sqlite_begin'
 """Execution option: how a SQLite transaction begins (`''` deferred, `'IMMEDIATE'` for writers, `None` not at all)."""

@@ -9,24 +9,43 @@ exit 2 with a usage block.
 Modules: `_app` (the group and its shared options), `_runtime` (settings, opening the store, errors),
 `_render` (messages as lines and JSON), `review`, `branching`, `compaction`, `transfer`, `retention`,
 `encryption`, `chat`, `demo`, `serve` and `evaluation` (`eval`): the commands, which register on the group
-when imported here; `_demo_script` and `_demo_run` (the demo itself).
+when imported (the group imports a command's module the first time the command is looked up, so `--help` and a
+command import only what they need); `_demo_script` and `_demo_run` (the demo itself).
+
+The console script is `start`, which imports even the group inside its guard for Ctrl-C; `main` (the group) is
+imported from `_app` on first use, for the same reason.
 """
 
 from __future__ import annotations
 
-from . import branching, chat, compaction, demo, encryption, evaluation, retention, review, serve, transfer
-from ._app import main
+import importlib
+import sys
+from typing import TYPE_CHECKING, Any
 
-__all__ = (
-    'branching',
-    'chat',
-    'compaction',
-    'demo',
-    'encryption',
-    'evaluation',
-    'main',
-    'retention',
-    'review',
-    'serve',
-    'transfer',
-)
+if TYPE_CHECKING:
+    from ._app import main
+
+__all__ = ('main', 'start')
+
+_ABORTED = '\nAborted!\n'
+"""What click writes on stderr when Ctrl-C stops a command (a blank line closing the terminal's `^C`, then
+`Aborted!`), exiting with 1: `start` ends the same way when Ctrl-C comes before click is even imported."""
+
+
+def start() -> None:
+    """The `session-store` command: the group, run with Ctrl-C at any moment, its imports included, ending it in
+    click's one line `Aborted!` and exit code 1, never a `KeyboardInterrupt` traceback."""
+    try:
+        importlib.import_module('._app', __name__).main(prog_name='session-store')
+    except KeyboardInterrupt:
+        sys.stderr.write(_ABORTED)
+        sys.exit(1)
+
+
+def __getattr__(name: str) -> Any:
+    # `main` is the group in `_app`, imported on first use so that importing this package imports nothing heavy.
+    if name != 'main':
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    group = importlib.import_module('._app', __name__).main
+    globals()['main'] = group
+    return group

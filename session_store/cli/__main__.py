@@ -1,5 +1,5 @@
 """`python -m session_store.cli`: the `session-store` command (the demo's second process starts this way)."""
 
-from . import main
+from . import start
 
-main(prog_name='session-store')
+start()

@@ -12,7 +12,8 @@ import os
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from functools import update_wrapper
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -27,14 +28,13 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from .._db.engine import sqlite_path
 from ..encryption import Encryption
 from ..errors import StoreError
-from ..store import DEFAULT_URL, SessionStore, WindowProcessor
+from ..store import SessionStore, WindowProcessor
+from ._app import ENV_URL, Failure, Options
 
-__all__ = ('ENV_URL', 'Access', 'Failure', 'Settings', 'err', 'open_store', 'out', 'read', 'run')
+__all__ = ('ENV_URL', 'Access', 'Failure', 'Settings', 'err', 'open_store', 'out', 'pass_settings', 'read', 'run')
 
 T = TypeVar('T')
 
-ENV_URL = 'SESSION_STORE_URL'
-"""The environment variable `--db` falls back to."""
 _DRIVERS = ('aiosqlite', 'asyncpg')
 """The database drivers a store may need: an error importing one is the database's, not a model's."""
 
@@ -46,14 +46,8 @@ Access = Literal['read', 'write', 'create']
 
 
 @dataclass
-class Settings:
-    """What every subcommand shares: the database URL, and whether the user had to name it."""
-
-    url: str = DEFAULT_URL
-    named: bool = False
-    """Given as `--db` rather than taken from the environment or the default: suggested commands repeat it."""
-    key_file: str | None = None
-    """`--key-file`: the keys of an encrypted store, else `$SESSION_STORE_KEYS` holds them (or there are none)."""
+class Settings(Options):
+    """What every subcommand shares: the group's options, and what is done with them (keys, URLs, commands)."""
 
     def encryption(self) -> Encryption | None:
         """The keys the store is opened with; a line saying what is wrong with them if they can't be read."""
@@ -99,12 +93,16 @@ class Settings:
         return None
 
 
-class Failure(click.ClickException):
-    """A one-line error for the user: click prints `Error: <message>` on stderr and exits with 1."""
+def pass_settings(command: Callable[..., T]) -> Callable[..., T]:
+    """Give a command's callback the `Settings` of the options the group and the command parsed, as its first
+    argument (as `click.make_pass_decorator` would, from the group's light `Options`)."""
 
-    def __init__(self, message: str) -> None:
-        # One line, whatever the message was made from: SQL errors and validation errors run to many.
-        super().__init__(' '.join(message.split()))
+    def with_settings(*args: Any, **kwargs: Any) -> T:
+        context = click.get_current_context()
+        settings = Settings(**asdict(context.ensure_object(Options)))
+        return context.invoke(command, settings, *args, **kwargs)
+
+    return update_wrapper(with_settings, command)
 
 
 def _first_line(error: BaseException) -> str:

@@ -16,9 +16,9 @@ from rich.tree import Tree
 from ..results import Branch
 from ..session import Session
 from ..store import SessionStore
-from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, pass_settings, scope_option
+from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, scope_option
 from ._render import echo_json, plural, print_suggestion, record_json
-from ._runtime import Settings, open_store, out, read, run
+from ._runtime import Settings, open_store, out, pass_settings, read, run
 
 __all__ = (
     'branch_tree',

@@ -15,9 +15,9 @@ from .._offline import resolve_model
 from ..errors import StoreError
 from ..session import Session
 from ..store import SessionStore
-from ._app import NAME, db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, scope_option
 from ._render import compaction_line, render_messages, role
-from ._runtime import Settings, err, open_store, out, run
+from ._runtime import Settings, err, open_store, out, pass_settings, run
 from ._summarizer import summarizer_options, summarizing
 from .branching import branch_tree, rewind_session, switch_session
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from ..results import StoredSummary
-from ._app import NAME, db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, scope_option
 from ._render import compaction_line
-from ._runtime import Settings, open_store, out, run
+from ._runtime import Settings, open_store, out, pass_settings, run
 from ._summarizer import KEEP, keep_option, summarizer_processor
 
 __all__ = ('compact',)

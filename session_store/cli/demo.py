@@ -9,10 +9,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ._app import NAME, Bounded, db_option, main, pass_settings
+from ._app import NAME, Bounded, db_option, main
 from ._demo_run import DemoRun, choose_session, emit_report, emit_turn, run_demo, run_turns
 from ._demo_script import DEMO_SCOPE, order_for
-from ._runtime import Failure, Settings, err, out, run
+from ._runtime import Failure, Settings, err, out, pass_settings, run
 
 __all__ = ('demo', 'demo_resume')
 

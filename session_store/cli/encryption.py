@@ -12,8 +12,8 @@ import click
 
 from ..encryption import ENV_KEYS, Encryption
 from ..results import Resealed
-from ._app import Bounded, db_option, main, pass_settings
-from ._runtime import Failure, Settings, err, open_store, out, run
+from ._app import Bounded, db_option, main
+from ._runtime import Failure, Settings, err, open_store, out, pass_settings, run
 
 __all__ = ('encrypt', 'keygen', 'rekey')
 

@@ -15,8 +15,8 @@ import click
 from rich import box
 from rich.table import Table
 
-from ._app import Bounded, json_option, main, pass_settings
-from ._runtime import Failure, Settings, err, out, run
+from ._app import Bounded, json_option, main
+from ._runtime import Failure, Settings, err, out, pass_settings, run
 
 if TYPE_CHECKING:
     from ..evaluation import Contender, ContenderResult, RetentionReport

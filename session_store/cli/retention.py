@@ -13,9 +13,9 @@ import click
 
 from ..results import Removed
 from ..store import SessionStore
-from ._app import NAME, db_option, main, pass_settings, scope_option
+from ._app import NAME, db_option, main, scope_option
 from ._render import plural
-from ._runtime import Failure, Settings, open_store, out, run
+from ._runtime import Failure, Settings, open_store, out, pass_settings, run
 
 __all__ = ('delete', 'prune')
 

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from .._display import summary_json, window_tokens
 from ..results import SearchHit
-from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, pass_settings, scope_option
+from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, scope_option
 from ._render import (
     CLIP,
     clip,
@@ -25,7 +25,7 @@ from ._render import (
     render_messages,
     role,
 )
-from ._runtime import Settings, out, read, run
+from ._runtime import Settings, out, pass_settings, read, run
 
 __all__ = ('context', 'history', 'search', 'sessions', 'summaries')
 

@@ -14,8 +14,8 @@ import click
 from processors import SummarizationProcessor
 
 from .._offline import resolve_model
-from ._app import NAME, Bounded, db_option, main, pass_settings
-from ._runtime import Failure, Settings, err, open_store, run
+from ._app import NAME, Bounded, db_option, main
+from ._runtime import Failure, Settings, err, open_store, pass_settings, run
 from ._summarizer import summarizer_options, summarizing
 
 if TYPE_CHECKING:  # the web extra is imported only when serving

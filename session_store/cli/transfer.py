@@ -15,8 +15,8 @@ from .._db import schema
 from ..errors import ExportError, SessionConflict
 from ..exports import SessionExport
 from ..store import SessionStore
-from ._app import NAME, db_option, main, pass_settings, scope_option
-from ._runtime import Failure, Settings, err, open_store, out, read, run
+from ._app import NAME, db_option, main, scope_option
+from ._runtime import Failure, Settings, err, open_store, out, pass_settings, read, run
 
 __all__ = ('export', 'import_', 'migrate')
 

@@ -1,0 +1,140 @@
+"""The `session-store` command as installed (its console-script entry point, run as a new process): what it imports
+before it answers, and what Ctrl-C prints, during its imports or after.
+
+Which modules a command imported is a deterministic check of its start-up (the wall time is measured in
+`benchmarks/startup.py`, never asserted here): `--help` needs click alone, not pydantic-ai, SQLAlchemy or alembic,
+which take seconds to import on a small machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from session_store import SessionStore
+from testkit.scripted import ParallelToolAssistant, scripted_agent
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ('pydantic_ai', 'sqlalchemy', 'alembic')
+"""The dependencies that make a start slow: each takes a large part of a second or more to import."""
+ABORTED = '\nAborted!\n'
+"""What click prints on stderr when Ctrl-C stops a running command, exiting with 1."""
+WAIT = 60.0
+"""Seconds a child may take to reach the point a test waits for: generous, on a machine shared by many."""
+
+
+def _entry_point() -> str:
+    """The `python -c` program that runs `session-store` as pyproject.toml's console script does."""
+    target = tomllib.loads((REPO / 'pyproject.toml').read_text())['project']['scripts']['session-store']
+    module, _, function = target.partition(':')
+    return f'import sys\nfrom {module} import {function}\nsys.exit({function}())'
+
+
+def _environment() -> dict[str, str]:
+    return {**os.environ, 'PYTHONPATH': str(REPO), 'PYTHONUNBUFFERED': '1', 'COLUMNS': '100'}
+
+
+def _imported(tmp_path: Path, *args: str) -> set[str]:
+    """The top-level packages in `sys.modules` when `session-store ARGS` exits (after checking it exited 0)."""
+    listing = tmp_path / 'modules.json'
+    program = (
+        f'import atexit, json, sys\n'
+        f'atexit.register(lambda: open({str(listing)!r}, "w").write(json.dumps(sorted(sys.modules))))\n'
+        f'sys.argv = ["session-store", *{list(args)!r}]\n'
+    ) + _entry_point()
+    done = subprocess.run(
+        [sys.executable, '-c', program], env=_environment(), capture_output=True, text=True, timeout=WAIT, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    return {name.partition('.')[0] for name in json.loads(listing.read_text())}
+
+
+async def _seeded(tmp_path: Path) -> str:
+    url = f'sqlite+aiosqlite:///{tmp_path / "seeded.db"}'
+    async with SessionStore(url) as store:
+        session = await store.session('seeded')
+        for turn in range(2):
+            await session.run(scripted_agent(ParallelToolAssistant()), f'Turn M{turn}')
+    return url
+
+
+def test_the_help_imports_none_of_the_heavy_dependencies(tmp_path: Path) -> None:
+    assert not _imported(tmp_path, '--help') & set(HEAVY)
+    assert not _imported(tmp_path, '--version') & set(HEAVY)
+
+
+async def test_the_review_commands_answer_through_the_lazy_group(tmp_path: Path) -> None:
+    # The commands still import what they need when run: the group finds each in its module.
+    url = await _seeded(tmp_path)
+    for command in (['sessions'], ['history', 'seeded'], ['summaries', 'seeded']):
+        assert {'pydantic_ai', 'sqlalchemy'} <= _imported(tmp_path, *command, '--db', url)
+
+
+def _started(tmp_path: Path, *args: str, report_imports: bool = False) -> subprocess.Popen[str]:
+    # `-X importtime` reports each module on stderr as its import completes: how a test sees the child's progress.
+    # Only where the test reads stderr as it comes: the report would otherwise fill the pipe and stall the child.
+    program = f'import sys\nsys.argv = ["session-store", *{list(args)!r}]\n' + _entry_point()
+    return subprocess.Popen(
+        [sys.executable, *(['-X', 'importtime'] if report_imports else []), '-c', program],
+        env=_environment(),
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _read_until(stream: IO[str] | None, wanted: str) -> list[str]:
+    """Lines of the child's `stream` up to and including the first holding `wanted`."""
+    assert stream is not None
+    lines: list[str] = []
+    while line := stream.readline():
+        lines.append(line)
+        if wanted in line:
+            return lines
+    raise AssertionError(f'the child ended before printing {wanted!r}: {lines[-5:]}')
+
+
+def _interrupted(child: subprocess.Popen[str], seen: list[str]) -> tuple[int, str, list[str]]:
+    """Ctrl-C to the child; its exit code, its stderr without the import report, and every module it imported."""
+    child.send_signal(signal.SIGINT)
+    _, rest = child.communicate(timeout=WAIT)
+    lines = [*seen, *rest.splitlines(keepends=True)]
+    report = [line for line in lines if line.startswith('import time:')]
+    modules = [line.rpartition('|')[2].strip() for line in report]
+    return child.returncode, ''.join(line for line in lines if not line.startswith('import time:')), modules
+
+
+async def test_ctrl_c_while_a_command_imports_prints_clicks_one_line(tmp_path: Path) -> None:
+    url = await _seeded(tmp_path)
+    child = _started(tmp_path, 'sessions', '--db', url, report_imports=True)
+    # click is in: the command has begun importing its own modules, and still has the store and pydantic-ai to go.
+    seen = _read_until(child.stderr, ' click\n')
+    code, stderr, modules = _interrupted(child, seen)
+    assert 'Traceback' not in stderr
+    assert (code, stderr) == (1, ABORTED)
+    assert 'pydantic_ai' not in modules, 'the signal came after the imports: this test proved nothing'
+
+
+async def test_ctrl_c_after_start_up_prints_the_same_line(tmp_path: Path) -> None:
+    url = await _seeded(tmp_path)
+    child = _started(tmp_path, 'chat', 'talk', '--model', 'test', '--db', url)
+    assert child.stdin is not None
+    child.stdin.write('Where is ORDER-1042?\n')
+    child.stdin.flush()
+    # A whole turn answered (the test model quotes the prompt): the chat now waits for the next line.
+    _read_until(child.stdout, 'ORDER-1042')
+    code, stderr, _ = _interrupted(child, [])
+    assert 'Traceback' not in stderr
+    assert (code, stderr) == (1, ABORTED)
