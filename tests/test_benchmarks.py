@@ -181,6 +181,21 @@ def test_encryption_quick() -> None:
             assert close(ratio, sealed, plain), match.group(0)
 
 
+def test_startup_quick() -> None:
+    output = run_quick('startup')
+    base = re.search(rf'^startup: python -c pass: wall {N} s, cpu {N} s$', output, re.MULTILINE)
+    assert base, output
+    for label in ('--help', 'history --help', 'sessions', 'history seeded', 'summaries seeded'):
+        line = (
+            rf'^startup: session-store {re.escape(label)}: wall {N} s, cpu {N} s -> {N} x python -c pass '
+            r'\(target <= 1\.0 s: (?:met|MISSED)\)$'
+        )
+        match = re.search(line, output, re.MULTILINE)
+        assert match, f'no {label} line:\n{output}'
+        wall, _, ratio = map(number, match.groups())
+        assert close(ratio, wall, number(base.group(1))), match.group(0)
+
+
 def test_scale_quick() -> None:
     output = run_quick('scale')
     peer = has_peer(output, 'openai-agents')

@@ -13,31 +13,23 @@ import os
 import signal
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import IO
 
 import pytest
 
 from session_store import SessionStore
+from testkit.command import REPO, command_program
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
 HEAVY = ('pydantic_ai', 'sqlalchemy', 'alembic')
 """The dependencies that make a start slow: each takes a large part of a second or more to import."""
 ABORTED = '\nAborted!\n'
 """What click prints on stderr when Ctrl-C stops a running command, exiting with 1."""
 WAIT = 60.0
 """Seconds a child may take to reach the point a test waits for: generous, on a machine shared by many."""
-
-
-def _entry_point() -> str:
-    """The `python -c` program that runs `session-store` as pyproject.toml's console script does."""
-    target = tomllib.loads((REPO / 'pyproject.toml').read_text())['project']['scripts']['session-store']
-    module, _, function = target.partition(':')
-    return f'import sys\nfrom {module} import {function}\nsys.exit({function}())'
 
 
 def _environment() -> dict[str, str]:
@@ -47,11 +39,13 @@ def _environment() -> dict[str, str]:
 def _imported(tmp_path: Path, *args: str) -> set[str]:
     """The top-level packages in `sys.modules` when `session-store ARGS` exits (after checking it exited 0)."""
     listing = tmp_path / 'modules.json'
-    program = (
-        f'import atexit, json, sys\n'
-        f'atexit.register(lambda: open({str(listing)!r}, "w").write(json.dumps(sorted(sys.modules))))\n'
-        f'sys.argv = ["session-store", *{list(args)!r}]\n'
-    ) + _entry_point()
+    program = command_program(
+        args,
+        before=(
+            'import atexit, json, sys\n'
+            f'atexit.register(lambda: open({str(listing)!r}, "w").write(json.dumps(sorted(sys.modules))))\n'
+        ),
+    )
     done = subprocess.run(
         [sys.executable, '-c', program], env=_environment(), capture_output=True, text=True, timeout=WAIT, cwd=tmp_path
     )
@@ -83,7 +77,7 @@ async def test_the_review_commands_answer_through_the_lazy_group(tmp_path: Path)
 def _started(tmp_path: Path, *args: str, report_imports: bool = False) -> subprocess.Popen[str]:
     # `-X importtime` reports each module on stderr as its import completes: how a test sees the child's progress.
     # Only where the test reads stderr as it comes: the report would otherwise fill the pipe and stall the child.
-    program = f'import sys\nsys.argv = ["session-store", *{list(args)!r}]\n' + _entry_point()
+    program = command_program(args)
     return subprocess.Popen(
         [sys.executable, *(['-X', 'importtime'] if report_imports else []), '-c', program],
         env=_environment(),

@@ -333,3 +333,15 @@ def test_the_benchmarks_use_only_what_users_can() -> None:
         for where in _reaches_inside(path, attributes)
     }
     assert reached == set()
+
+
+def test_the_package_root_gives_every_public_name_and_refuses_others() -> None:
+    # The root imports each name from its module on first use: each must be there, and be the module's own.
+    import session_store
+
+    for name in session_store.__all__:
+        value = getattr(session_store, name)
+        assert name in dir(session_store)
+        assert value is getattr(sys.modules[f'session_store{session_store._HOMES[name]}'], name)
+    with pytest.raises(AttributeError, match="no attribute 'SessionStores'; its public names are in __all__"):
+        session_store.SessionStores  # noqa: B018

@@ -17,10 +17,9 @@ from typing import Any
 
 __all__ = ('DEFAULT_URL', 'Query', 'asyncpg_arguments', 'flag')
 
+# Here, beside the URL rules and free of SQLAlchemy, so that the command line's help can show it at once.
 DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
-"""The store a `SessionStore()` or a command opens when given none: `sessions.db` in the working directory. Here,
-beside the URL rules and without SQLAlchemy, so the command line's help can show it without importing a database
-layer."""
+"""The database a `SessionStore()` or a command opens when given none: `sessions.db` in the working directory."""
 
 _SSL_MODES = ('disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full')
 """libpq's `sslmode` values, weakest first; asyncpg knows them all."""
