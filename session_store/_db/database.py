@@ -19,7 +19,14 @@ from ..encryption import Encryption
 from ..errors import DatabaseLocked, ServerRefused, SessionNotFound, StorageFull, StoreError, StoreUnavailable
 from ..rows import SessionRow
 from . import schema
-from .engine import SQLITE_BEGIN, ServerOptions, create_engine, create_threaded_engine, sqlite_path
+from .engine import (
+    SQLITE_BEGIN,
+    ServerOptions,
+    create_engine,
+    create_glance_engine,
+    create_threaded_engine,
+    sqlite_path,
+)
 from .faults import BUSY_ADVICE, POOL_ADVICE, Fault, fault_of, refusal_of
 from .pinging import unpinged
 from .sealing import Sealer
@@ -39,7 +46,8 @@ class Database:
     - the ORM's (`read()`, `write()`): an `AsyncSession` over the async engine;
     - the hot path's (`statements()`, `transaction()`): a plain function of a synchronous SQLAlchemy
       `Connection`, so that it runs whole in one hop. On a SQLite file it runs on a worker thread, over a
-      synchronous engine on the same file; elsewhere through the async engine's `AsyncConnection.run_sync`.
+      synchronous engine on the same file; elsewhere through the async engine's `AsyncConnection.run_sync`. A
+      read of a few rows by index (`glance()`) runs on a SQLite file with no hop at all, on the loop's thread.
 
     Writes begin IMMEDIATE on SQLite and retry a refused lock, so "database is locked" never reaches a user.
     A connection found lost (a server restart, a failover, a pooled connection gone stale) is replaced and the
@@ -87,14 +95,15 @@ class Database:
                 for transaction in (True, False)
             }
         )
+        self._glancing = None if read_only else create_glance_engine(url)
         self._checked = False
         self._check_lock = asyncio.Lock()
 
     @property
     def sync_engines(self) -> list[Engine]:
         """Every engine that sends this store's statements, as SQLAlchemy's events see them: the async engine's
-        synchronous core, and on a SQLite file the hot path's own engine."""
-        return [self.engine.sync_engine, *([self._threaded] if self._threaded is not None else [])]
+        synchronous core, and on a SQLite file the hot path's own engines (its worker threads', its glances')."""
+        return [self.engine.sync_engine, *(engine for engine in (self._threaded, self._glancing) if engine is not None)]
 
     @property
     def display_url(self) -> str:
@@ -127,8 +136,9 @@ class Database:
 
     async def close(self) -> None:
         await self.engine.dispose()
-        if self._threaded is not None:
-            self._threaded.dispose()
+        for engine in (self._threaded, self._glancing):
+            if engine is not None:
+                engine.dispose()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -183,6 +193,19 @@ class Database:
         check is: its second run finds the revision moved)."""
         await self.ready()
         return await self._attempts(session_id, lambda: self._run(work, transaction=False))
+
+    async def glance(self, work: Callable[[Connection], T], *, session_id: str | None = None) -> T:
+        """`statements(work)` for a read of a few rows by index (a session's row, a window): on a SQLite file it runs
+        right here, on the event loop's thread, since a hop to a worker thread and back costs more than such a read.
+        That connection never waits for a lock: a read it can't make at once (or fails at all) is made again the
+        usual way, on a worker thread that waits, so `work` must be a read."""
+        if self._glancing is None or not self._checked:
+            return await self.statements(work, session_id=session_id)
+        try:
+            with self._glancing.connect() as connection:
+                return work(connection)
+        except Exception:  # read again the usual way, which waits, retries and says what went wrong
+            return await self.statements(work, session_id=session_id)
 
     async def transaction(self, session_id: str, work: Callable[[Connection], T]) -> T:
         """Run `work` in one write transaction, committed when it returns, rolled back if it raises; retried from

@@ -15,6 +15,7 @@ from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import SingletonThreadPool
 
 from ._urls import asyncpg_arguments, flag
 from .pinging import ping_on_checkout
@@ -25,6 +26,7 @@ __all__ = (
     'SQLITE_BEGIN',
     'ServerOptions',
     'create_engine',
+    'create_glance_engine',
     'create_threaded_engine',
     'database_url',
     'in_memory',
@@ -175,6 +177,21 @@ def create_threaded_engine(url: URL, *, read_only: bool = False) -> Engine | Non
     return engine
 
 
+def create_glance_engine(url: URL) -> Engine | None:
+    """For a SQLite file, a synchronous engine for reads of a few rows run on the calling thread itself (no hop to a
+    worker): one connection per thread, which never waits for a lock (it is refused at once instead, and the caller
+    reads the usual way) and never writes. `None` for other databases, and for a file opened read-only, whose reads
+    wait out writers as its other connections do."""
+    if url.drivername != 'sqlite+aiosqlite' or in_memory(url):
+        return None
+    file_url = _sqlite_file_url(url, False).set(drivername='sqlite+pysqlite')
+    engine = create_sync_engine(
+        file_url, poolclass=SingletonThreadPool, connect_args={'timeout': 0}, pool_reset_on_return=None
+    )
+    event.listen(engine, 'connect', _tune_sqlite_glance)
+    return engine
+
+
 _SQLITE_CONNECT_ARGS = {'timeout': 30}
 _SQLITE_ENGINE_OPTIONS: dict[str, Any] = {
     'connect_args': _SQLITE_CONNECT_ARGS,
@@ -212,6 +229,11 @@ _SQLITE_SETTINGS = (
     # Pages that deleted rows leave are zeroed, so a deleted conversation's text doesn't linger in the file.
     'PRAGMA secure_delete=ON',
 )
+_SQLITE_GLANCE_SETTINGS = (
+    # Never waits: a glance that meets a lock is refused at once, and read again on a worker thread, which waits.
+    'PRAGMA busy_timeout=0',
+    'PRAGMA query_only=ON',
+)
 _SQLITE_READ_ONLY_SETTINGS = (
     # Setting the journal mode is a write; a reader only waits out writers and never writes.
     'PRAGMA busy_timeout=30000',
@@ -221,6 +243,10 @@ _SQLITE_READ_ONLY_SETTINGS = (
 
 def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
     _settle(dbapi_connection, _SQLITE_SETTINGS)
+
+
+def _tune_sqlite_glance(dbapi_connection: Any, _record: Any) -> None:
+    _settle(dbapi_connection, _SQLITE_GLANCE_SETTINGS)
 
 
 def _tune_sqlite_readonly(dbapi_connection: Any, _record: Any) -> None:
