@@ -10,13 +10,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import Connection, bindparam, func, select, text, update
+from sqlalchemy import Connection, bindparam, event, func, select, text, update
 
 from session_store import SessionStore
 from session_store._db.database import Database
 from session_store.rows import SessionRow
+from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 _sessions = SessionRow.__table__.c
 _RENAME = update(SessionRow).where(SessionRow.pk == bindparam('b_pk')).values(revision=bindparam('revision'))
@@ -143,6 +145,33 @@ async def test_a_sqlite_file_glances_on_the_loop_and_reads_on_a_worker_thread_wh
         refused_on.add('everywhere')
         with pytest.raises(sqlite3.OperationalError, match='no such table'):
             await database.glance(where)
+
+
+async def test_a_run_on_a_sqlite_file_reads_on_the_loop_and_writes_on_a_worker_thread(tmp_path: Path) -> None:
+    """A run's reads (the session's row its kept window is checked against, a conversation's record) are glances,
+    made on the loop's thread; its write is one hop to a worker thread."""
+    sent: list[tuple[str, str]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        reads_row = statement.startswith('SELECT') and 'FROM sessions' in statement
+        kind = 'row' if reads_row else statement.split(None, 1)[0].upper()
+        sent.append((kind, threading.current_thread().name))
+
+    async with SessionStore(f'sqlite+aiosqlite:///{tmp_path / "s.db"}') as store:
+        session = await store.session('s')
+        agent = scripted_agent(ParallelToolAssistant())
+        await session.run(agent, 'Turn M1')
+        for engine in store._database.sync_engines:
+            event.listen(engine, 'before_cursor_execute', record)
+        await session.run(agent, 'Turn M2')
+        conversation = await store.conversations.load('s')
+        assert conversation is not None
+        await store.conversations.save(await agent.run('Turn M3', conversation=conversation))
+    loop = threading.current_thread().name
+    reads = {thread for kind, thread in sent if kind == 'row'}
+    writes = {thread for kind, thread in sent if kind in ('UPDATE', 'INSERT')}
+    assert reads == {loop}, sent
+    assert writes and all(thread.startswith('session-store-sqlite') for thread in writes), sent
 
 
 def test_the_packages_use_no_private_attribute_of_their_dependencies() -> None:
