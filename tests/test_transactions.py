@@ -137,6 +137,11 @@ async def test_a_sqlite_file_glances_on_the_loop_and_reads_on_a_worker_thread_wh
         database, loop_thread = store._database, threading.current_thread().name
         thread, revision = await database.glance(where)
         assert thread == loop_thread and revision is not None
+        # Its connection, one of the workers' pool, waits for no lock while it glances, and for 30 s again after.
+        busy = text('PRAGMA busy_timeout')
+        assert await database.glance(lambda db: db.execute(busy).scalar()) == 0
+        waits = {await database.statements(lambda db: db.execute(busy).scalar()) for _ in range(8)}
+        assert waits == {30_000}
 
         refused_on.add(loop_thread)
         thread, read_again = await database.glance(where)

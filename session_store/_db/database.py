@@ -21,9 +21,9 @@ from ..rows import SessionRow
 from . import schema
 from .engine import (
     SQLITE_BEGIN,
+    SQLITE_BUSY_TIMEOUT_MS,
     ServerOptions,
     create_engine,
-    create_glance_engine,
     create_threaded_engine,
     sqlite_path,
 )
@@ -95,15 +95,14 @@ class Database:
                 for transaction in (True, False)
             }
         )
-        self._glancing = None if read_only else create_glance_engine(url)
         self._checked = False
         self._check_lock = asyncio.Lock()
 
     @property
     def sync_engines(self) -> list[Engine]:
         """Every engine that sends this store's statements, as SQLAlchemy's events see them: the async engine's
-        synchronous core, and on a SQLite file the hot path's own engines (its worker threads', its glances')."""
-        return [self.engine.sync_engine, *(engine for engine in (self._threaded, self._glancing) if engine is not None)]
+        synchronous core, and on a SQLite file the hot path's own engine."""
+        return [self.engine.sync_engine, *([self._threaded] if self._threaded is not None else [])]
 
     @property
     def display_url(self) -> str:
@@ -136,9 +135,8 @@ class Database:
 
     async def close(self) -> None:
         await self.engine.dispose()
-        for engine in (self._threaded, self._glancing):
-            if engine is not None:
-                engine.dispose()
+        if self._threaded is not None:
+            self._threaded.dispose()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -196,14 +194,26 @@ class Database:
 
     async def glance(self, work: Callable[[Connection], T], *, session_id: str | None = None) -> T:
         """`statements(work)` for a read of a few rows by index (a session's row, a window): on a SQLite file it runs
-        right here, on the event loop's thread, since a hop to a worker thread and back costs more than such a read.
-        That connection never waits for a lock: a read it can't make at once (or fails at all) is made again the
-        usual way, on a worker thread that waits, so `work` must be a read."""
-        if self._glancing is None or not self._checked:
+        right here, on the event loop's thread, on a connection of the worker threads' pool, since a hop to a worker
+        and back costs more than such a read. There the connection never waits for a lock: a read it can't make at
+        once (or that fails at all) is made again the usual way, on a worker thread that waits, so `work` must be a
+        read. A read-only store, whose reads wait out writers, always reads the usual way."""
+        if self._threaded_as is None or self.read_only or not self._checked:
             return await self.statements(work, session_id=session_id)
         try:
-            with self._glancing.connect() as connection:
-                return work(connection)
+            with self._threaded_as[False].connect() as connection:
+                # On the driver's connection itself, so it is no statement of the store's to SQLAlchemy's events.
+                driver = connection.connection.driver_connection
+                assert driver is not None
+                driver.execute('PRAGMA busy_timeout=0')
+                try:
+                    return work(connection)
+                finally:
+                    try:
+                        driver.execute(f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}')
+                    except Exception:
+                        connection.invalidate()  # never back in the pool a connection that doesn't wait for locks
+                        raise
         except Exception:  # read again the usual way, which waits, retries and says what went wrong
             return await self.statements(work, session_id=session_id)
 

@@ -15,7 +15,6 @@ from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import SingletonThreadPool
 
 from ._urls import asyncpg_arguments, flag
 from .pinging import ping_on_checkout
@@ -24,9 +23,9 @@ __all__ = (
     'DEFAULT_URL',
     'POOLER_PARAMETER',
     'SQLITE_BEGIN',
+    'SQLITE_BUSY_TIMEOUT_MS',
     'ServerOptions',
     'create_engine',
-    'create_glance_engine',
     'create_threaded_engine',
     'database_url',
     'in_memory',
@@ -177,21 +176,6 @@ def create_threaded_engine(url: URL, *, read_only: bool = False) -> Engine | Non
     return engine
 
 
-def create_glance_engine(url: URL) -> Engine | None:
-    """For a SQLite file, a synchronous engine for reads of a few rows run on the calling thread itself (no hop to a
-    worker): one connection per thread, which never waits for a lock (it is refused at once instead, and the caller
-    reads the usual way) and never writes. `None` for other databases, and for a file opened read-only, whose reads
-    wait out writers as its other connections do."""
-    if url.drivername != 'sqlite+aiosqlite' or in_memory(url):
-        return None
-    file_url = _sqlite_file_url(url, False).set(drivername='sqlite+pysqlite')
-    engine = create_sync_engine(
-        file_url, poolclass=SingletonThreadPool, connect_args={'timeout': 0}, pool_reset_on_return=None
-    )
-    event.listen(engine, 'connect', _tune_sqlite_glance)
-    return engine
-
-
 _SQLITE_CONNECT_ARGS = {'timeout': 30}
 _SQLITE_ENGINE_OPTIONS: dict[str, Any] = {
     'connect_args': _SQLITE_CONNECT_ARGS,
@@ -219,34 +203,28 @@ def _tune(engine: Engine, read_only: bool) -> None:
     event.listen(engine, 'begin', _begin_sqlite)
 
 
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite connection waits for another's lock before it is refused."""
+
 _SQLITE_SETTINGS = (
     # WAL lets readers and one writer work at once; the busy timeout makes a second writer wait for
     # the lock instead of failing with "database is locked"; foreign keys make deletes cascade.
     'PRAGMA journal_mode=WAL',
-    'PRAGMA busy_timeout=30000',
+    f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}',
     'PRAGMA foreign_keys=ON',
     'PRAGMA synchronous=NORMAL',
     # Pages that deleted rows leave are zeroed, so a deleted conversation's text doesn't linger in the file.
     'PRAGMA secure_delete=ON',
 )
-_SQLITE_GLANCE_SETTINGS = (
-    # Never waits: a glance that meets a lock is refused at once, and read again on a worker thread, which waits.
-    'PRAGMA busy_timeout=0',
-    'PRAGMA query_only=ON',
-)
 _SQLITE_READ_ONLY_SETTINGS = (
     # Setting the journal mode is a write; a reader only waits out writers and never writes.
-    'PRAGMA busy_timeout=30000',
+    f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}',
     'PRAGMA query_only=ON',
 )
 
 
 def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
     _settle(dbapi_connection, _SQLITE_SETTINGS)
-
-
-def _tune_sqlite_glance(dbapi_connection: Any, _record: Any) -> None:
-    _settle(dbapi_connection, _SQLITE_GLANCE_SETTINGS)
 
 
 def _tune_sqlite_readonly(dbapi_connection: Any, _record: Any) -> None:
