@@ -229,7 +229,7 @@ class SQLConversationStore(ConversationStore):
 
     async def _read_row(self, conversation_id: str) -> Row[Any] | None:
         """The conversation's session row as `RECORD` reads it (one SELECT), kept for the load or save after it."""
-        found = await self._database.statements(
+        found = await self._database.glance(
             lambda db: db.execute(RECORD, {'session_id': conversation_id}).first(), session_id=conversation_id
         )
         self._rows.put(conversation_id, found)

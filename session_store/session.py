@@ -7,12 +7,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
 from pydantic_ai import Agent
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, WrapperCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.result import StreamedRunResult
 from pydantic_ai.run import AgentRun, AgentRunResult
@@ -280,10 +280,12 @@ class Session:
 
     def _agent_kwargs(self, run: Turn, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The caller's arguments plus the stored history, the window capability, the store and the recall tools."""
-        # The window capability goes last, so it shapes the request after the caller's own capabilities.
+        # The window capability goes last, so it shapes the request after the caller's own capabilities. It goes
+        # wrapped in the one that stores the run: pydantic-ai hands every capability of a run its own copy of the
+        # run context at every hook, so one capability where there were two is half the copies.
         extra: dict[str, Any] = {
             'message_history': run.loaded.messages,
-            'capabilities': [*kwargs.get('capabilities', ()), run.capability, _StoredWhenDone(run)],
+            'capabilities': [*kwargs.get('capabilities', ()), _StoredWhenDone(run.capability, run=run)],
             'conversation_id': kwargs.get('conversation_id') or self.session_id,
         }
         if self.recall is not None:
@@ -329,14 +331,15 @@ class Session:
 
 
 @dataclass
-class _StoredWhenDone(AbstractCapability[Any]):
-    """Stores a session's run as it ends, inside the agent run: a failed store fails the run, and its span
-    nests under pydantic-ai's `invoke_agent`. A run that raises, or a stream abandoned before its end,
-    never gets here, and stores nothing."""
+class _StoredWhenDone(WrapperCapability[Any]):
+    """The turn's window capability (`wrapped`), storing the session's run as it ends, inside the agent run: a
+    failed store fails the run, and its span nests under pydantic-ai's `invoke_agent`. A run that raises, or a
+    stream abandoned before its end, never gets here, and stores nothing."""
 
-    run: Turn
+    run: Turn = field(kw_only=True)
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        result = await super().after_run(ctx, result=result)
         output = result.output
         deferred = _DEFERRED.dump_python(output, mode='json') if isinstance(output, DeferredToolRequests) else None
         await self.run.store(result.all_messages(), result.new_messages(), result.usage, deferred)

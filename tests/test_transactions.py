@@ -1,21 +1,24 @@
-"""The hot path's transactions (`Database.statements` / `Database.transaction`): atomic, where they say they run,
-finished once begun even when the caller is cancelled, and on public APIs only."""
+"""The hot path's transactions (`Database.statements`, `Database.transaction`, `Database.glance`): atomic, where they
+say they run, finished once begun even when the caller is cancelled, and on public APIs only."""
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import Connection, bindparam, func, select, text, update
+from sqlalchemy import Connection, bindparam, event, func, select, text, update
 
 from session_store import SessionStore
 from session_store._db.database import Database
 from session_store.rows import SessionRow
+from testkit.scripted import ParallelToolAssistant, scripted_agent
 
 _sessions = SessionRow.__table__.c
 _RENAME = update(SessionRow).where(SessionRow.pk == bindparam('b_pk')).values(revision=bindparam('revision'))
@@ -111,6 +114,69 @@ async def test_a_sqlite_file_runs_the_hot_path_on_worker_threads_and_memory_on_t
         assert (await on_file._database.statements(where))[0].startswith('session-store-sqlite')
     async with SessionStore('sqlite+aiosqlite:///:memory:') as in_memory:
         assert await in_memory._database.transaction('s', where) == (threading.current_thread().name, 'aiosqlite')
+
+
+async def test_a_sqlite_file_glances_on_the_loop_and_reads_on_a_worker_thread_when_it_cannot(tmp_path: Path) -> None:
+    """A read of a few rows (`Database.glance`: a session's row, a window) runs on the event loop's own thread, with
+    no hop to a worker. One that fails there is made again the usual way, on a worker thread, which waits out a lock
+    (the loop's thread never does: its connection is refused at once), and raises what a read raises if it fails
+    there too.
+
+    SQLite in WAL mode refuses a reader only in moments no test can hold open (a WAL being recovered), so the
+    refusal here is the read's own, raised on the loop's thread as SQLite's would be."""
+    refused_on: set[str] = set()
+
+    def where(db: Connection) -> tuple[str, str | None]:
+        thread = threading.current_thread().name
+        if thread in refused_on or 'everywhere' in refused_on:
+            raise sqlite3.OperationalError('no such table: sessions')
+        return thread, db.execute(select(_sessions.revision)).scalar()
+
+    async with SessionStore(f'sqlite+aiosqlite:///{tmp_path / "s.db"}') as store:
+        await store.session('s')
+        database, loop_thread = store._database, threading.current_thread().name
+        thread, revision = await database.glance(where)
+        assert thread == loop_thread and revision is not None
+        # Its connection, one of the workers' pool, waits for no lock while it glances, and for 30 s again after.
+        busy = text('PRAGMA busy_timeout')
+        assert await database.glance(lambda db: db.execute(busy).scalar()) == 0
+        waits = {await database.statements(lambda db: db.execute(busy).scalar()) for _ in range(8)}
+        assert waits == {30_000}
+
+        refused_on.add(loop_thread)
+        thread, read_again = await database.glance(where)
+        assert thread.startswith('session-store-sqlite') and read_again == revision
+
+        refused_on.add('everywhere')
+        with pytest.raises(sqlite3.OperationalError, match='no such table'):
+            await database.glance(where)
+
+
+async def test_a_run_on_a_sqlite_file_reads_on_the_loop_and_writes_on_a_worker_thread(tmp_path: Path) -> None:
+    """A run's reads (the session's row its kept window is checked against, a conversation's record) are glances,
+    made on the loop's thread; its write is one hop to a worker thread."""
+    sent: list[tuple[str, str]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        reads_row = statement.startswith('SELECT') and 'FROM sessions' in statement
+        kind = 'row' if reads_row else statement.split(None, 1)[0].upper()
+        sent.append((kind, threading.current_thread().name))
+
+    async with SessionStore(f'sqlite+aiosqlite:///{tmp_path / "s.db"}') as store:
+        session = await store.session('s')
+        agent = scripted_agent(ParallelToolAssistant())
+        await session.run(agent, 'Turn M1')
+        for engine in store._database.sync_engines:
+            event.listen(engine, 'before_cursor_execute', record)
+        await session.run(agent, 'Turn M2')
+        conversation = await store.conversations.load('s')
+        assert conversation is not None
+        await store.conversations.save(await agent.run('Turn M3', conversation=conversation))
+    loop = threading.current_thread().name
+    reads = {thread for kind, thread in sent if kind == 'row'}
+    writes = {thread for kind, thread in sent if kind in ('UPDATE', 'INSERT')}
+    assert reads == {loop}, sent
+    assert writes and all(thread.startswith('session-store-sqlite') for thread in writes), sent
 
 
 def test_the_packages_use_no_private_attribute_of_their_dependencies() -> None:

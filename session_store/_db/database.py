@@ -19,7 +19,14 @@ from ..encryption import Encryption
 from ..errors import DatabaseLocked, ServerRefused, SessionNotFound, StorageFull, StoreError, StoreUnavailable
 from ..rows import SessionRow
 from . import schema
-from .engine import SQLITE_BEGIN, ServerOptions, create_engine, create_threaded_engine, sqlite_path
+from .engine import (
+    SQLITE_BEGIN,
+    SQLITE_BUSY_TIMEOUT_MS,
+    ServerOptions,
+    create_engine,
+    create_threaded_engine,
+    sqlite_path,
+)
 from .faults import BUSY_ADVICE, POOL_ADVICE, Fault, fault_of, refusal_of
 from .pinging import unpinged
 from .sealing import Sealer
@@ -39,7 +46,8 @@ class Database:
     - the ORM's (`read()`, `write()`): an `AsyncSession` over the async engine;
     - the hot path's (`statements()`, `transaction()`): a plain function of a synchronous SQLAlchemy
       `Connection`, so that it runs whole in one hop. On a SQLite file it runs on a worker thread, over a
-      synchronous engine on the same file; elsewhere through the async engine's `AsyncConnection.run_sync`.
+      synchronous engine on the same file; elsewhere through the async engine's `AsyncConnection.run_sync`. A
+      read of a few rows by index (`glance()`) runs on a SQLite file with no hop at all, on the loop's thread.
 
     Writes begin IMMEDIATE on SQLite and retry a refused lock, so "database is locked" never reaches a user.
     A connection found lost (a server restart, a failover, a pooled connection gone stale) is replaced and the
@@ -183,6 +191,31 @@ class Database:
         check is: its second run finds the revision moved)."""
         await self.ready()
         return await self._attempts(session_id, lambda: self._run(work, transaction=False))
+
+    async def glance(self, work: Callable[[Connection], T], *, session_id: str | None = None) -> T:
+        """`statements(work)` for a read of a few rows by index (a session's row, a window): on a SQLite file it runs
+        right here, on the event loop's thread, on a connection of the worker threads' pool, since a hop to a worker
+        and back costs more than such a read. There the connection never waits for a lock: a read it can't make at
+        once (or that fails at all) is made again the usual way, on a worker thread that waits, so `work` must be a
+        read. A read-only store, whose reads wait out writers, always reads the usual way."""
+        if self._threaded_as is None or self.read_only or not self._checked:
+            return await self.statements(work, session_id=session_id)
+        try:
+            with self._threaded_as[False].connect() as connection:
+                # On the driver's connection itself, so it is no statement of the store's to SQLAlchemy's events.
+                driver = connection.connection.driver_connection
+                assert driver is not None
+                driver.execute('PRAGMA busy_timeout=0')
+                try:
+                    return work(connection)
+                finally:
+                    try:
+                        driver.execute(f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}')
+                    except Exception:
+                        connection.invalidate()  # never back in the pool a connection that doesn't wait for locks
+                        raise
+        except Exception:  # read again the usual way, which waits, retries and says what went wrong
+            return await self.statements(work, session_id=session_id)
 
     async def transaction(self, session_id: str, work: Callable[[Connection], T]) -> T:
         """Run `work` in one write transaction, committed when it returns, rolled back if it raises; retried from

@@ -23,6 +23,7 @@ __all__ = (
     'DEFAULT_URL',
     'POOLER_PARAMETER',
     'SQLITE_BEGIN',
+    'SQLITE_BUSY_TIMEOUT_MS',
     'ServerOptions',
     'create_engine',
     'create_threaded_engine',
@@ -200,11 +201,14 @@ def _tune(engine: Engine, read_only: bool) -> None:
     event.listen(engine, 'begin', _begin_sqlite)
 
 
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite connection waits for another's lock before it is refused."""
+
 _SQLITE_SETTINGS = (
     # WAL lets readers and one writer work at once; the busy timeout makes a second writer wait for
     # the lock instead of failing with "database is locked"; foreign keys make deletes cascade.
     'PRAGMA journal_mode=WAL',
-    'PRAGMA busy_timeout=30000',
+    f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}',
     'PRAGMA foreign_keys=ON',
     'PRAGMA synchronous=NORMAL',
     # Pages that deleted rows leave are zeroed, so a deleted conversation's text doesn't linger in the file.
@@ -212,7 +216,7 @@ _SQLITE_SETTINGS = (
 )
 _SQLITE_READ_ONLY_SETTINGS = (
     # Setting the journal mode is a write; a reader only waits out writers and never writes.
-    'PRAGMA busy_timeout=30000',
+    f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}',
     'PRAGMA query_only=ON',
 )
 

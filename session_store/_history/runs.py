@@ -143,9 +143,7 @@ class Runs:
         database = self.database
         with span('load_window', database.backend, session_id) as current:
             cached = self.windows.peek(session_id)
-            row, rows = await database.statements(
-                lambda db: _read(db, session_id, scope, cached), session_id=session_id
-            )
+            row, rows = await database.glance(lambda db: _read(db, session_id, scope, cached), session_id=session_id)
             if row is None:
                 raise SessionNotFound(session_id, scope)
             current.set_attribute('session_store.window.cached', rows is None)
