@@ -21,7 +21,7 @@ from testkit.faults import OwnServer, own_server, pgbouncer
 from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
 from testkit.templates import Fill, NewDatabase, Templates
 
-pytest_plugins = ['session_store.conformance']
+pytest_plugins = ['session_store.conformance', 'tests._tier', 'pytester']
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
