@@ -5,6 +5,9 @@ Migrated (copied from one template per backend and run) unless a test asks for a
 
 from __future__ import annotations
 
+import tests._bytecode  # noqa: F401  (first: the modules imported below are compiled once, not per worker)
+
+# isort: split
 import os
 import shutil
 import tempfile
