@@ -5,6 +5,9 @@ Migrated (copied from one template per backend and run) unless a test asks for a
 
 from __future__ import annotations
 
+import tests._bytecode  # noqa: F401  (first: the modules imported below are compiled once, not per worker)
+
+# isort: split
 import os
 import shutil
 import tempfile
@@ -21,7 +24,7 @@ from testkit.faults import OwnServer, own_server, pgbouncer
 from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
 from testkit.templates import Fill, NewDatabase, Templates
 
-pytest_plugins = ['session_store.conformance']
+pytest_plugins = ['session_store.conformance', 'tests._tier', 'pytester']
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -31,8 +31,8 @@ from session_store import SessionStore, SessionWindow, StoredSummary
 from session_store._db.schema import head_revision, migrations_dir
 from session_store.cli import main
 from session_store.cli._app import COMMANDS
-from session_store.cli._demo_run import run_turns
 from testkit.templates import NewDatabase
+from tests._demo import twelve_demo_turns, twenty_four_demo_turns
 
 
 @dataclass(frozen=True)
@@ -196,10 +196,10 @@ def test_the_demo_suggests_commands_without_the_databases_password(db_url: str, 
 
 
 @pytest.mark.slow_on_postgresql
-def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) -> None:
-    # The demo conversation's 24 turns, run here: what `demo` itself prints is checked where it runs, and its
-    # second process adds nothing to what the review commands read.
-    asyncio.run(run_turns(db_url, 'demo', 0, 24))
+def test_review_commands_show_what_the_store_holds(new_database: NewDatabase, tmp_path: Path) -> None:
+    # The demo conversation's 24 turns, run in this process (once for the run): what `demo` itself prints is
+    # checked where it runs, and its second process adds nothing to what the review commands read.
+    db_url = new_database(fill=twenty_four_demo_turns)
     archive = asyncio.run(_archive(db_url, 'demo'))
     chain, window = asyncio.run(_chain_and_window(db_url, 'demo'))
     assert len(archive) == 96 and len(chain) >= 2
@@ -266,11 +266,10 @@ def test_review_commands_show_what_the_store_holds(db_url: str, tmp_path: Path) 
 
 @pytest.mark.slow_on_postgresql
 def test_export_import_round_trip_is_exact(new_database: NewDatabase, tmp_path: Path) -> None:
-    source = new_database()
+    source = new_database(fill=twelve_demo_turns)
     target = new_database(empty=True)  # `import` into a database nothing has opened yet makes its schema
-    # The demo conversation's 12 turns, run here: `demo` would run half of them in a second process, which
-    # the demo's own tests cover and an export does not need.
-    asyncio.run(run_turns(source, 'demo', 0, 12))
+    # The demo conversation's 12 turns, run in this process (once for the run): `demo` would run half of them in
+    # a second process, which the demo's own tests cover and an export does not need.
     ok(cli('export', 'demo', '-o', str(tmp_path / 'demo.jsonl'), db=source, cwd=tmp_path))
     lines = [json.loads(line) for line in (tmp_path / 'demo.jsonl').read_text().splitlines()]
     assert [line['kind'] for line in lines[:3]] == ['session', 'segment', 'message']

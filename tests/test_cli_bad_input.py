@@ -6,7 +6,6 @@ end in an `OverflowError` traceback; blank ids were taken as ids. Through click'
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -14,8 +13,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from session_store.cli import main
-from session_store.cli._demo_run import run_turns
+from testkit.templates import NewDatabase
 from tests._cli import fails, ok
+from tests._demo import two_demo_turns
 
 pytestmark = pytest.mark.usefixtures('wide_console')
 
@@ -25,10 +25,9 @@ HUGER = '99999999999999999999'
 
 
 @pytest.fixture
-def demo(db_url: str) -> str:
+def demo(new_database: NewDatabase) -> str:
     """`demo`: two turns of the demo conversation (8 messages)."""
-    asyncio.run(run_turns(db_url, 'demo', 0, 2))
-    return db_url
+    return new_database(fill=two_demo_turns)
 
 
 def invoke(url: str, *args: str) -> Result:

@@ -117,6 +117,7 @@ def read_only_media(db: Path) -> Iterator[Path]:
             folder.chmod(0o755)
 
 
+@pytest.mark.spawns('chattr', reason='an immutable directory as root: two chattr calls of a few ms, no Python')
 def test_review_commands_read_a_database_on_read_only_media(read_only_media: Path) -> None:
     url = f'sqlite:///{read_only_media}'
     before = snapshot(read_only_media.parent)

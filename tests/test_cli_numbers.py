@@ -17,10 +17,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from session_store.cli import main
-from session_store.cli._demo_run import run_turns
 from session_store.cli._runtime import Settings
 from session_store.cli.serve import served_app
+from testkit.templates import NewDatabase
 from tests._cli import ok
+from tests._demo import twenty_four_demo_turns
 
 pytestmark = pytest.mark.usefixtures('wide_console')
 
@@ -44,10 +45,9 @@ def web(url: str, *paths: str) -> list[httpx.Response]:
 
 
 @pytest.fixture
-def demo(db_url: str) -> str:
+def demo(new_database: NewDatabase) -> str:
     """`demo` (scope `demo`): 24 turns of the demo conversation, 96 messages, two summaries."""
-    asyncio.run(run_turns(db_url, 'demo', 0, 24))
-    return db_url
+    return new_database(fill=twenty_four_demo_turns)
 
 
 def test_context_the_web_page_and_api_context_count_a_window_alike(demo: str) -> None:

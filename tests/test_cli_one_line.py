@@ -7,7 +7,6 @@ command `history` suggests on an encrypted store carries `--key-file`. Through c
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import shlex
@@ -23,8 +22,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from session_store.cli import chat, main
-from session_store.cli._demo_run import run_turns
+from testkit.templates import NewDatabase
 from tests._cli import fails, ok
+from tests._demo import two_demo_turns
 
 pytestmark = pytest.mark.usefixtures('wide_console')
 
@@ -38,10 +38,9 @@ def session_ids(url: str) -> list[str]:
 
 
 @pytest.fixture
-def demo(db_url: str) -> str:
+def demo(new_database: NewDatabase) -> str:
     """`demo` (scope `demo`): two turns of the demo conversation (8 messages)."""
-    asyncio.run(run_turns(db_url, 'demo', 0, 2))
-    return db_url
+    return new_database(fill=two_demo_turns)
 
 
 def test_a_failed_chat_run_leaves_no_empty_session_behind(demo: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -157,6 +157,7 @@ def filler(size: int) -> Agent[None, str]:
     return Agent(FunctionModel(answer))
 
 
+@pytest.mark.spawns('mount', 'umount', reason='a 2 MB tmpfs: two mount calls of a few ms, no Python')
 @pytest.mark.skipif(os.geteuid() != 0, reason='mounting a small tmpfs needs root')
 async def test_a_full_disk_raises_storage_full_stores_nothing_partial_and_the_store_goes_on(tmp_path: Path) -> None:
     disk = tmp_path / 'small'

@@ -62,6 +62,7 @@ async def test_a_read_only_store_never_creates_a_database(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.spawns('mount', 'umount', reason='a read-only bind mount: two mount calls of a few ms, no Python')
 async def test_a_database_on_read_only_media_is_reviewable(read_only_mount: Path) -> None:
     await make_database(read_only_mount.parent / 'source' / 'sessions.db')
     url = f'sqlite:///{read_only_mount / "sessions.db"}'

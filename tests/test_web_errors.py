@@ -12,19 +12,24 @@ import pytest
 
 from session_store import SessionExport, SessionStore
 from testkit.scripted import ParallelToolAssistant, scripted_agent
+from testkit.templates import NewDatabase
 from tests._web import web_client
 
 UNICODE_ID = '日本の注文 #7/β'
 
 
-@pytest.fixture
-async def sessions(db_url: str) -> str:
+async def two_sessions(url: str) -> None:
     """`demo`, and a session whose id holds CJK characters, a space, `#` and `/`: one scripted turn each."""
-    async with SessionStore(db_url) as store:
+    async with SessionStore(url) as store:
         for session_id in ('demo', UNICODE_ID):
             session = await store.session(session_id)
             await session.run(scripted_agent(ParallelToolAssistant()), 'Turn M1 about ORDER-1001')
-    return db_url
+
+
+@pytest.fixture
+def sessions(new_database: NewDatabase) -> str:
+    """A copy of the database `two_sessions` wrote once for the run."""
+    return new_database(fill=two_sessions)
 
 
 def test_an_export_of_a_non_ascii_id_downloads_under_its_own_name(sessions: str) -> None:
