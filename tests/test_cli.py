@@ -383,6 +383,28 @@ def test_errors_are_one_readable_line(tmp_path: Path) -> None:
     assert usage.returncode == 2 and "Missing argument 'ID'" in usage.stderr and not usage.stdout
 
 
+@pytest.mark.parametrize('new_database', ['sqlite'], indirect=True)
+def test_db_takes_a_sqlite_files_path(new_database: NewDatabase) -> None:
+    file = Path(str(make_url(new_database()).database))
+    folder = file.parent
+    ok(cli('chat', 'c1', '--model', 'test', db='./sessions.db', cwd=folder, stdin='hello there\n'))
+    (folder / 'sub').mkdir()
+    home = {'HOME': str(folder)}
+    for given, cwd in [
+        ('sessions.db', folder),
+        ('../sessions.db', folder / 'sub'),
+        (str(file), folder),
+        ('~/sessions.db', folder / 'sub'),
+    ]:
+        shown = ok(cli('history', 'c1', db=given, cwd=cwd, env=home))
+        assert shown.splitlines()[0] == '[0] user: hello there', given
+    listed = ok(cli('sessions', '--json', cwd=folder, env={'SESSION_STORE_URL': './sessions.db'}))
+    assert [info['session_id'] for info in json.loads(listed)] == ['c1']
+    # Something that is neither a URL nor plainly a path (a URL missing its colon) is still refused, saying both.
+    fails(cli('sessions', db='postgres//db.example.com/app', cwd=folder), 'nor the path of a SQLite file')
+    assert sorted(path.name for path in folder.iterdir() if path.suffix == '.db') == ['sessions.db']
+
+
 @pytest.mark.slow
 def test_the_entry_point_fails_in_one_line_in_a_new_process(tmp_path: Path) -> None:
     # The exit codes and the one line on stderr are what a shell script sees, not only what CliRunner reports.
