@@ -136,7 +136,11 @@ class SessionStore:
         return await self._database.migrate()
 
     async def ready(self) -> None:
-        """Check the schema (migrating an empty database); every method does so before its first query."""
+        """Check the schema (migrating an empty database); every method does so before its first query.
+
+        Raises:
+            StoreUnavailable: The database can't be reached; on a store opened to write, saying nothing was stored.
+        """
         await self._database.ready()
 
     @property

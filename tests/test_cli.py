@@ -383,6 +383,25 @@ def test_errors_are_one_readable_line(tmp_path: Path) -> None:
     assert usage.returncode == 2 and "Missing argument 'ID'" in usage.stderr and not usage.stdout
 
 
+def test_a_server_out_of_reach_is_one_line_that_says_nothing_was_stored_only_for_writes(tmp_path: Path) -> None:
+    unreachable = 'postgresql://app:secret@127.0.0.1:1/app'  # nothing listens on port 1
+    where = 'Cannot reach the database at postgresql+asyncpg://app:***@127.0.0.1:1/app (ConnectionRefusedError'
+    reads = [
+        ['sessions'],
+        ['history', 's1'],
+        ['summaries', 's1'],
+        ['context', 's1'],
+        ['search', 'order'],
+        ['branches', 's1'],
+        ['export', 's1'],
+    ]
+    for args in reads:
+        line = fails(cli(*args, db=unreachable, cwd=tmp_path), where, 'retry once the server is back')
+        assert 'stored' not in line, (args, line)
+    for args in (['delete', 's1', '--yes'], ['rewind', 's1', '0'], ['migrate']):
+        fails(cli(*args, db=unreachable, cwd=tmp_path), where, '; nothing was stored.')
+
+
 @pytest.mark.parametrize('new_database', ['sqlite'], indirect=True)
 def test_db_takes_a_sqlite_files_path(new_database: NewDatabase) -> None:
     file = Path(str(make_url(new_database()).database))
