@@ -220,11 +220,12 @@ class SessionStore:
         scope: str | None = None,
         offset: int = 0,
         limit: int | None = None,
-        branch: str | None = None,
+        branch: str | int | None = None,
     ) -> list[ModelMessage]:
         """The raw archive, in order: every message from position `offset`, or at most `limit` of them.
 
-        It reads the active path, or with `branch` (a `Branch.tip` from `Session.branches()`) that branch's.
+        It reads the active path, or with `branch` (a `Branch.tip` from `Session.branches()`, or a `Branch.number`)
+        that branch's.
         """
         return await read_history(self._database, session_id, scope=scope, offset=offset, limit=limit, branch=branch)
 

@@ -187,7 +187,7 @@ COMMANDS: Mapping[str, Listed] = {
     'serve': Listed('.serve', 'Review sessions in a browser: conversations, summaries, windows, branches, search.'),
     'sessions': Listed('.review', 'List sessions with their message and summary counts.'),
     'summaries': Listed('.review', "Show a session's summary chain and the range each covers."),
-    'switch': Listed('.branching', "Make the branch TIP a session's active path."),
+    'switch': Listed('.branching', "Make branch N a session's active path."),
 }
 """Every command, by the module that defines it (relative to this package). Importing the module registers its
 commands on `main`; the summaries let `--help` list them all without importing any (a test keeps each equal to the
