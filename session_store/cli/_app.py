@@ -120,7 +120,7 @@ def db_option(function: Callable[..., Any]) -> Callable[..., Any]:
         metavar='URL',
         expose_value=False,
         callback=_set_db,
-        help=f'Database URL (default: ${ENV_URL}, else {DEFAULT_URL}).',
+        help=f'Database URL or SQLite file path (default: ${ENV_URL}, else {DEFAULT_URL}).',
     )(function)
     return click.option('--key-file', metavar='FILE', expose_value=False, callback=_set_key_file, help=_KEY_FILE_HELP)(
         with_db
@@ -223,7 +223,7 @@ class _LazyGroup(click.Group):
     show_envvar=True,
     default=DEFAULT_URL,
     show_default=True,
-    help='Database URL: sqlite+aiosqlite:///FILE or postgresql+asyncpg://USER:PASS@HOST/DB.',
+    help='Database URL (sqlite+aiosqlite:///FILE, postgresql+asyncpg://USER:PASS@HOST/DB) or a SQLite file path.',
 )
 @click.option('--key-file', metavar='FILE', expose_value=False, callback=_set_key_file, help=_KEY_FILE_HELP)
 @click.version_option(package_name='pydantic-ai-session-store', prog_name='session-store')
