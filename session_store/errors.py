@@ -66,8 +66,9 @@ class DatabaseLocked(StoreError):
 
 class StoreUnavailable(StoreError):
     """The database could not be reached, or the connection to it was lost, and one more try on a fresh connection
-    failed too: the server is down, restarting or failing over. Nothing of the call was stored (where a write's
-    outcome could not be known, the message says so). Calls work again as soon as the server is back."""
+    failed too: the server is down, restarting or failing over. Nothing of the call was stored: a call that writes
+    says so (and where a write's outcome could not be known, says that instead); a read says only that the database
+    could not be reached. Calls work again as soon as the server is back."""
 
     def __init__(
         self,
@@ -76,23 +77,24 @@ class StoreUnavailable(StoreError):
         detail: str,
         *,
         stored: bool | None = False,
+        writing: bool = True,
         advice: str = 'The next call tries again on a fresh connection: retry once the server is back.',
     ) -> None:
-        # `stored`: False when nothing was, None when the connection was lost as the write committed.
         about = 'Cannot reach' if session_id is None else f'Session {session_id!r}: cannot reach'
-        outcome = (
-            'nothing was stored'
-            if stored is False
-            else 'the write may or may not have been stored (the next read of the session shows which)'
-        )
-        super().__init__(f'{about} the database at {database} ({detail}); {outcome}. {advice}')
+        super().__init__(f'{about} the database at {database} ({detail}){_outcome(writing, stored)} {advice}')
         self.session_id = session_id
         self.stored = stored
+        """False when nothing was stored; `None` when the connection was lost as a write committed, so that the
+        next read of the session shows whether it was."""
+        self.writing = writing
+        """Whether the call was one that writes (a run, a save, opening a session that may be new, a delete):
+        False for a read (a listing, a history, a search, an export), whose message says nothing of storing."""
 
 
 class ServerRefused(StoreError):
     """The PostgreSQL server (or a pooler in front of it) refused the store's connection or a statement, for a reason
-    that trying again will not change: nothing of the call was stored, and the message says what to change.
+    that trying again will not change: nothing of the call was stored (a call that writes says so), and the message
+    says what to change.
 
     `reason` says which refusal it was:
 
@@ -105,11 +107,25 @@ class ServerRefused(StoreError):
     - `startup_parameter`: a pooler does not take one of the URL's startup parameters (PgBouncer takes no `options`).
     """
 
-    def __init__(self, database: str, session_id: str | None, reason: str, detail: str, advice: str) -> None:
+    def __init__(
+        self, database: str, session_id: str | None, reason: str, detail: str, advice: str, *, writing: bool = True
+    ) -> None:
         about = 'The database' if session_id is None else f'Session {session_id!r}: the database'
-        super().__init__(f'{about} at {database} refused the store ({detail}); nothing was stored. {advice}')
+        super().__init__(f'{about} at {database} refused the store ({detail}){_outcome(writing, False)} {advice}')
         self.session_id = session_id
         self.reason = reason
+        self.writing = writing
+        """Whether the call refused was one that writes (see `StoreUnavailable.writing`)."""
+
+
+def _outcome(writing: bool, stored: bool | None) -> str:
+    """What a failed call's message says of what it stored, ending its first sentence: nothing, for a read, which
+    stores nothing and whose user must not be led to think something was lost."""
+    if not writing:
+        return '.'
+    if stored is False:
+        return '; nothing was stored.'
+    return '; the write may or may not have been stored (the next read of the session shows which).'
 
 
 class StorageFull(StoreError):

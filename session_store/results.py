@@ -103,7 +103,12 @@ class Branch:
     """A path through a session's tree, as `Session.branches()` lists it."""
 
     tip: str
-    """Opaque id of the branch, for `Session.switch`."""
+    """Opaque id of the branch, for `Session.switch` and `history(branch=...)`: what a script keeps."""
+    number: int
+    """The branch's number in its session, as a person reads it: 1, 2, 3 in the order the branches were made (the
+    session's first path is 1). A branch keeps its number, and an export and import give the same ones. Only a
+    rewind that nothing ran from leaves no branch behind (it held no message of its own): the next branch made
+    takes its number."""
     active: bool
     """Whether this is the path runs continue."""
     message_count: int

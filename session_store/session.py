@@ -119,8 +119,9 @@ class Session:
         async with self._hold():
             await rewind(self._database, self.session_id, self.scope, position)
 
-    async def switch(self, tip: str) -> None:
-        """Make the branch `tip` (a `Branch.tip` from `branches()`) the active path; the one left stays a branch."""
+    async def switch(self, tip: str | int) -> None:
+        """Make the branch `tip` (a `Branch.tip` from `branches()`, or a `Branch.number`) the active path; the one
+        left stays a branch."""
         async with self._hold():
             await switch(self._database, self.session_id, self.scope, tip)
 
@@ -162,7 +163,7 @@ class Session:
         return (await self._runs.load_window(self.session_id, self.scope, self.processor)).messages
 
     async def history(
-        self, *, offset: int = 0, limit: int | None = None, branch: str | None = None
+        self, *, offset: int = 0, limit: int | None = None, branch: str | int | None = None
     ) -> list[ModelMessage]:
         """The raw archive of the active path, or of `branch`'s; see `SessionStore.history`."""
         return await read_history(

@@ -8,6 +8,7 @@ for exports and imports, `_upkeep` for retention and resealing; `Session` for ru
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal, Self
@@ -50,7 +51,9 @@ class SessionStore:
     Args:
         url: An async SQLAlchemy URL: `sqlite+aiosqlite:///path.db` (the default is
             `./sessions.db`) or `postgresql+asyncpg://user:pass@host/db` (with the `postgresql`
-            extra). Plain `sqlite://` and `postgresql://` URLs get the async driver. libpq's query parameters, as
+            extra). Plain `sqlite://` and `postgresql://` URLs get the async driver. A SQLite file's path is
+            taken as that file: a `Path`, or a string that names a directory (`./chat.db`, `~/chat.db`) or ends
+            in `.db`, `.sqlite` or `.sqlite3` (`chat.db`), made absolute. libpq's query parameters, as
             hosting providers write them (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`, `application_name`,
             `connect_timeout`, `options`, `target_session_attrs`), are translated for asyncpg; one it has no
             equivalent of raises `ValueError`, saying what to write instead.
@@ -75,7 +78,7 @@ class SessionStore:
 
     def __init__(
         self,
-        url: str | URL = DEFAULT_URL,
+        url: str | os.PathLike[str] | URL = DEFAULT_URL,
         *,
         processor: WindowProcessor | None = None,
         migrate: bool = True,
@@ -133,7 +136,11 @@ class SessionStore:
         return await self._database.migrate()
 
     async def ready(self) -> None:
-        """Check the schema (migrating an empty database); every method does so before its first query."""
+        """Check the schema (migrating an empty database); every method does so before its first query.
+
+        Raises:
+            StoreUnavailable: The database can't be reached; on a store opened to write, saying nothing was stored.
+        """
         await self._database.ready()
 
     @property
@@ -213,11 +220,12 @@ class SessionStore:
         scope: str | None = None,
         offset: int = 0,
         limit: int | None = None,
-        branch: str | None = None,
+        branch: str | int | None = None,
     ) -> list[ModelMessage]:
         """The raw archive, in order: every message from position `offset`, or at most `limit` of them.
 
-        It reads the active path, or with `branch` (a `Branch.tip` from `Session.branches()`) that branch's.
+        It reads the active path, or with `branch` (a `Branch.tip` from `Session.branches()`, or a `Branch.number`)
+        that branch's.
         """
         return await read_history(self._database, session_id, scope=scope, offset=offset, limit=limit, branch=branch)
 

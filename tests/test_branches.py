@@ -133,6 +133,47 @@ async def test_a_rewind_must_not_split_a_tool_call_from_its_return(store_factory
         assert len(await session.branches()) == 1
 
 
+async def test_branches_are_numbered_per_session_in_the_order_they_were_made(store_factory: StoreFactory) -> None:
+    async with store_factory() as store:
+        other = await store.session('other')
+        await converse(other, ParallelToolAssistant(), range(1))
+        await other.rewind(0)
+        session = await store.session('s')
+        assert [(b.number, b.active) for b in await session.branches()] == [(1, True)]  # not the database's id
+        await converse(session, ParallelToolAssistant(), range(3))
+        await session.rewind(4)
+        await converse(session, ParallelToolAssistant(), range(10, 11))
+        await session.rewind(8)  # left the rewound path: branch 2
+        await session.rewind(4)  # nothing ran from the last rewind: its branch goes, and this one takes its number
+        listed = await session.branches()
+        assert [(b.number, b.message_count, b.forked_at, b.active) for b in listed] == [
+            (1, 12, None, False),
+            (2, 8, 4, False),
+            (3, 4, 4, True),
+        ]
+        assert listed[0].tip != '1', "another session's branches came first: tips are not numbers"
+
+        # A number or a tip names the same branch, to read and to switch to; numbers survive switching.
+        assert await store.history('s', branch=2) == await store.history('s', branch=listed[1].tip)
+        await session.switch(1)
+        assert [(b.number, b.active) for b in await session.branches()] == [(1, True), (2, False)]
+        assert len(await session.history()) == 12
+        await session.switch(listed[1].tip)
+        assert [(b.number, b.tip, b.active) for b in await session.branches()] == [
+            (1, listed[0].tip, False),
+            (2, listed[1].tip, True),
+        ]
+        for bad in (0, 3, -1, True):
+            with pytest.raises(ValueError, match=rf'has no branch {bad!r}: it has branches numbered 1 to 2'):
+                await session.switch(bad)
+
+        # An import into another database, or beside its source, numbers the branches as the source does.
+        copy = await store.session(await store.import_(await store.export('s'), session_id='copy'))
+        imported = await copy.branches()
+        assert [(b.number, b.message_count, b.active) for b in imported] == [(1, 12, False), (2, 8, True)]
+        assert await copy.history(branch=1) == await session.history(branch=1)
+
+
 async def test_a_run_that_read_the_window_before_a_rewind_stores_nothing(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
         session = await store.session('s')

@@ -382,6 +382,47 @@ def test_errors_are_one_readable_line(tmp_path: Path) -> None:
     assert usage.returncode == 2 and "Missing argument 'ID'" in usage.stderr and not usage.stdout
 
 
+def test_a_server_out_of_reach_is_one_line_that_says_nothing_was_stored_only_for_writes(tmp_path: Path) -> None:
+    unreachable = 'postgresql://app:secret@127.0.0.1:1/app'  # nothing listens on port 1
+    where = 'Cannot reach the database at postgresql+asyncpg://app:***@127.0.0.1:1/app (ConnectionRefusedError'
+    reads = [
+        ['sessions'],
+        ['history', 's1'],
+        ['summaries', 's1'],
+        ['context', 's1'],
+        ['search', 'order'],
+        ['branches', 's1'],
+        ['export', 's1'],
+    ]
+    for args in reads:
+        line = fails(cli(*args, db=unreachable, cwd=tmp_path), where, 'retry once the server is back')
+        assert 'stored' not in line, (args, line)
+    for args in (['delete', 's1', '--yes'], ['rewind', 's1', '0'], ['migrate']):
+        fails(cli(*args, db=unreachable, cwd=tmp_path), where, '; nothing was stored.')
+
+
+@pytest.mark.parametrize('new_database', ['sqlite'], indirect=True)
+def test_db_takes_a_sqlite_files_path(new_database: NewDatabase) -> None:
+    file = Path(str(make_url(new_database()).database))
+    folder = file.parent
+    ok(cli('chat', 'c1', '--model', 'test', db='./sessions.db', cwd=folder, stdin='hello there\n'))
+    (folder / 'sub').mkdir()
+    home = {'HOME': str(folder)}
+    for given, cwd in [
+        ('sessions.db', folder),
+        ('../sessions.db', folder / 'sub'),
+        (str(file), folder),
+        ('~/sessions.db', folder / 'sub'),
+    ]:
+        shown = ok(cli('history', 'c1', db=given, cwd=cwd, env=home))
+        assert shown.splitlines()[0] == '[0] user: hello there', given
+    listed = ok(cli('sessions', '--json', cwd=folder, env={'SESSION_STORE_URL': './sessions.db'}))
+    assert [info['session_id'] for info in json.loads(listed)] == ['c1']
+    # Something that is neither a URL nor plainly a path (a URL missing its colon) is still refused, saying both.
+    fails(cli('sessions', db='postgres//db.example.com/app', cwd=folder), 'nor the path of a SQLite file')
+    assert sorted(path.name for path in folder.iterdir() if path.suffix == '.db') == ['sessions.db']
+
+
 @pytest.mark.slow
 def test_the_entry_point_fails_in_one_line_in_a_new_process(tmp_path: Path) -> None:
     # The exit codes and the one line on stderr are what a shell script sees, not only what CliRunner reports.

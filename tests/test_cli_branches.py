@@ -43,7 +43,7 @@ def on_store(url: str, work: Callable[[SessionStore], Awaitable[T]]) -> T:
     return asyncio.run(go())
 
 
-def history(url: str, session_id: str = 'demo', branch: str | None = None) -> list[ModelMessage]:
+def history(url: str, session_id: str = 'demo', branch: str | int | None = None) -> list[ModelMessage]:
     return on_store(url, lambda store: store.history(session_id, branch=branch))
 
 
@@ -57,9 +57,11 @@ def branches(url: str, session_id: str = 'demo') -> list[Branch]:
 async def build_tree(url: str) -> None:
     """`demo` under scope `u1`: branch 1 holds turns 0-2 (12 messages); branch 2, active, rewound to 8, turns 100-101.
 
-    Each turn is 4 messages: the prompt, three parallel tool calls, their returns, the answer.
+    Each turn is 4 messages: the prompt, three parallel tool calls, their returns, the answer. Another session,
+    `first`, was made before it, so that its branches' tips (database-wide ids) are not their numbers.
     """
     async with SessionStore(url) as store:
+        await store.session('first', scope='u2')
         session = await store.session('demo', scope='u1')
         agent = scripted_agent(ParallelToolAssistant())
         for turn in range(3):
@@ -77,20 +79,40 @@ def tree(new_database: NewDatabase) -> str:
 
 def test_branches_shows_the_tree_with_the_active_branch_marked(tree: str) -> None:
     lines = ok(invoke(tree, 'branches', 'demo')).splitlines()
-    assert lines[0] == "Session 'demo': 2 branches (● active)"
-    first = next(line for line in lines if 'branch 1' in line)
-    second = next(line for line in lines if 'branch 2' in line)
+    assert lines[0] == "Session 'demo': 2 branches; branch 2 is active (●)"
+    first = next(line for line in lines[1:] if 'branch 1' in line)
+    second = next(line for line in lines[1:] if 'branch 2' in line)
     assert '12 messages · from the start' in first and 'last prompt "Turn M2"' in first and '●' not in first
     assert '● branch 2 (active)  16 messages · forks at 8' in second and 'last prompt "Turn M101"' in second
     assert lines.index(first) < lines.index(second)
     assert second.index('●') > first.index('branch 1'), 'the branch sits under the one it forked from'
-    assert any('session-store history demo --branch TIP' in line for line in lines)
+    assert any('session-store history demo --branch N' in line for line in lines)
+    assert any('session-store switch demo N' in line for line in lines)
 
+    # Scripts get each branch's tip as well, the opaque id that stays the same whatever else the database holds.
     listed = json.loads(ok(invoke(tree, 'branches', 'demo', '--scope', 'u1', '--json')))
+    first, second = (b.tip for b in branches(tree))
     assert [{k: v for k, v in b.items() if k != 'updated_at'} for b in listed] == [
-        {'tip': '1', 'active': False, 'message_count': 12, 'forked_at': None, 'parent': None, 'preview': 'Turn M2'},
-        {'tip': '2', 'active': True, 'message_count': 16, 'forked_at': 8, 'parent': '1', 'preview': 'Turn M101'},
+        {
+            'tip': first,
+            'number': 1,
+            'active': False,
+            'message_count': 12,
+            'forked_at': None,
+            'parent': None,
+            'preview': 'Turn M2',
+        },
+        {
+            'tip': second,
+            'number': 2,
+            'active': True,
+            'message_count': 16,
+            'forked_at': 8,
+            'parent': first,
+            'preview': 'Turn M101',
+        },
     ]
+    assert first != '1', 'the tree is built after another session, so its tips are not its numbers'
     assert [b['updated_at'] for b in listed] == [b.updated_at.isoformat() for b in branches(tree)]
 
 
@@ -104,12 +126,22 @@ def test_history_reads_a_branch_instead_of_the_active_path(tree: str) -> None:
     assert 'session-store history demo --offset 4 --limit 4 --branch 1' in paged
 
     document = json.loads(ok(invoke(tree, 'history', 'demo', '--branch', '1', '--all', '--json')))
-    assert (document['branch'], len(document['messages']), document['next_offset']) == ('1', 12, None)
+    assert (document['branch'], len(document['messages']), document['next_offset']) == (1, 12, None)
     assert json.loads(ok(invoke(tree, 'history', 'demo', '--json')))['branch'] is None
-    assert len(history(tree, branch='1')) == 12
+    # By its tip, as a script keeps it: the same path, from the command and from the store.
+    tip = branches(tree)[0].tip
+    assert ok(invoke(tree, 'history', 'demo', '--tip', tip, '--offset', '8')) == other
+    by_tip = ok(invoke(tree, 'history', 'demo', '--tip', tip, '--limit', '4'))
+    assert f'session-store history demo --offset 4 --limit 4 --tip {tip}' in by_tip
+    assert history(tree, branch=tip) == history(tree, branch=1) and len(history(tree, branch=1)) == 12
 
-    fails(invoke(tree, 'history', 'demo', '--branch', '99'), "Session 'demo' has no branch '99'")
-    fails(invoke(tree, 'history', 'demo', '--branch', 'abc'), "no branch 'abc'")
+    fails(
+        invoke(tree, 'history', 'demo', '--branch', '99'),
+        "Session 'demo' has no branch 99: it has branches numbered 1 to 2",
+    )
+    fails(invoke(tree, 'history', 'demo', '--tip', 'abc'), "no branch 'abc'")
+    fails(invoke(tree, 'history', 'demo', '--tip', '1'), "no branch '1'")  # the other session's branch
+    fails(invoke(tree, 'history', 'demo', '--branch', '1', '--tip', tip), 'by its number or by --tip, not both')
 
 
 def test_rewind_switch_and_fork_change_the_store_and_say_so(tree: str) -> None:
@@ -117,10 +149,11 @@ def test_rewind_switch_and_fork_change_the_store_and_say_so(tree: str) -> None:
     said = ok(invoke(tree, 'rewind', 'demo', '12', '--scope', 'u1'))
     assert said == "Rewound 'demo' to 12 messages; the 4 after them stay as branch 2.\n"
     assert history(tree) == before[:12]
-    assert [(b.message_count, b.forked_at, b.active) for b in branches(tree)] == [
-        (12, None, False),
-        (16, 8, False),
-        (12, 12, True),
+    tips = [b.tip for b in branches(tree)]
+    assert [(b.number, b.message_count, b.forked_at, b.active) for b in branches(tree)] == [
+        (1, 12, None, False),
+        (2, 16, 8, False),
+        (3, 12, 12, True),
     ]
     assert ok(invoke(tree, 'rewind', 'demo', '12')) == (
         "'demo' holds 12 messages on its active path already; nothing to rewind.\n"
@@ -129,13 +162,13 @@ def test_rewind_switch_and_fork_change_the_store_and_say_so(tree: str) -> None:
     said = ok(invoke(tree, 'switch', 'demo', '2'))
     assert said == "Switched 'demo' to branch 2: 16 messages, forked at 8.\n"
     assert history(tree) == before
-    # Nothing ran from the rewind: its empty branch went when the path left it.
-    assert [(b.tip, b.active) for b in branches(tree)] == [('1', False), ('2', True)]
+    # Nothing ran from the rewind: its empty branch went when the path left it, and the others kept their numbers.
+    assert [(b.tip, b.number, b.active) for b in branches(tree)] == [(tips[0], 1, False), (tips[1], 2, True)]
     assert (
         ok(invoke(tree, 'switch', 'demo', '2')) == "Branch 2 is the active path of 'demo' already; nothing changed.\n"
     )
-    assert ok(invoke(tree, 'switch', 'demo', '1')) == "Switched 'demo' to branch 1: 12 messages.\n"
-    assert history(tree) == history(tree, branch='1')
+    assert ok(invoke(tree, 'switch', 'demo', '--tip', tips[0])) == "Switched 'demo' to branch 1: 12 messages.\n"
+    assert history(tree) == history(tree, branch=1)
 
     said = ok(invoke(tree, 'fork', 'demo', '--at', '8', '--to', 'copy'))
     assert said == "Forked 'demo' at 8 messages into 'copy' (scope 'u1').\n"
@@ -153,12 +186,12 @@ def test_export_and_import_carry_every_branch(tree: str, tmp_path: Path) -> None
     imported = ok(invoke(tree, 'import', str(path), '--session-id', 'copy'))
     assert "Imported 'copy'" in imported and '2 branches, 20 messages and 0 summaries' in imported
     source, copy = branches(tree), branches(tree, 'copy')
-    assert [(b.active, b.message_count, b.forked_at, b.preview) for b in copy] == [
-        (b.active, b.message_count, b.forked_at, b.preview) for b in source
+    assert [(b.number, b.active, b.message_count, b.forked_at, b.preview) for b in copy] == [
+        (b.number, b.active, b.message_count, b.forked_at, b.preview) for b in source
     ]
     for theirs, mine in zip(source, copy, strict=True):
         assert history(tree, 'copy', mine.tip) == history(tree, 'demo', theirs.tip)
-    assert ok(invoke(tree, 'branches', 'copy')).splitlines()[0] == "Session 'copy': 2 branches (● active)"
+    assert ok(invoke(tree, 'branches', 'copy')).splitlines()[0] == "Session 'copy': 2 branches; branch 2 is active (●)"
 
 
 def test_bad_ids_positions_and_tips_fail_in_one_line_and_change_nothing(tree: str) -> None:
@@ -166,7 +199,12 @@ def test_bad_ids_positions_and_tips_fail_in_one_line_and_change_nothing(tree: st
     fails(invoke(tree, 'rewind', 'demo', '99'), 'position must be 0 to 16', 'got 99')
     fails(invoke(tree, 'rewind', 'demo', '10'), 'Rewinding to position 10 would separate tool call')
     fails(invoke(tree, 'rewind', 'demo', '1', '--scope', 'other'), "No session 'demo' under scope 'other'")
-    fails(invoke(tree, 'switch', 'demo', '99'), "Session 'demo' has no branch '99'; its branches are 1, 2.")
+    fails(
+        invoke(tree, 'switch', 'demo', '99'),
+        "Session 'demo' has no branch 99; it has branches 1 to 2 (see `branches`).",
+    )
+    fails(invoke(tree, 'switch', 'demo', '--tip', '1'), "Session 'demo' has no branch with tip '1'")
+    fails(invoke(tree, 'switch', 'demo'), 'Say which branch: its number N')
     fails(invoke(tree, 'fork', 'demo', '--at', '99', '--to', 'copy'), 'at must be 0 to 16')
     fails(invoke(tree, 'fork', 'demo', '--at', '10', '--to', 'copy'), 'Forking at position 10 would separate tool call')
     fails(invoke(tree, 'fork', 'demo', '--at', '8', '--to', 'demo'), "Session 'demo' already exists")
@@ -175,7 +213,7 @@ def test_bad_ids_positions_and_tips_fail_in_one_line_and_change_nothing(tree: st
     for write in (['rewind', 'nosuch', '0'], ['switch', 'nosuch', '1'], ['fork', 'nosuch', '--at', '0', '--to', 'x']):
         fails(invoke(tree, *write), "No session 'nosuch'")
     assert history(tree) == before and branches(tree) == known
-    assert [s['session_id'] for s in json.loads(ok(invoke(tree, 'sessions', '--json')))] == ['demo']
+    assert [s['session_id'] for s in json.loads(ok(invoke(tree, 'sessions', '--json')))] == ['demo', 'first']
     missing = CliRunner().invoke(main, ['--db', tree, 'fork', 'demo', '--to', 'copy'])
     assert missing.exit_code == 2 and "Missing option '--at'" in missing.output
 
@@ -199,29 +237,31 @@ def test_chat_rewinds_regenerates_lists_and_switches_between_lines(db_url: str) 
             '/branches',
         ]
     )
+    ok(invoke(db_url, 'chat', 'before', '--model', 'test', stdin='hi\n'))  # so that the tips are not the numbers
     result = invoke(db_url, 'chat', 'c', '--model', 'test', stdin=typed + '\n')
     lines = ok(result).splitlines()
     assert lines[:3] == [f'[1] {reply("hello")}', f'[3] {reply("second")}', f'[3] {reply("second")}']
-    assert lines[3] == "Session 'c': 2 branches (● active)"
+    assert lines[3] == "Session 'c': 2 branches; branch 2 is active (●)"
     assert '  branch 1  4 messages · from the start' in lines[4] and 'last prompt "second"' in lines[4]
     assert '● branch 2 (active)  4 messages · forks at 3' in lines[5]
     assert lines[6:10] == [
         "Rewound 'c' to 2 messages; the 2 after them stay as branch 2.",
         f'[3] {reply("third")}',
         "Switched 'c' to branch 1: 4 messages.",
-        "Session 'c': 3 branches (● active)",
+        "Session 'c': 3 branches; branch 1 is active (●)",
     ]
     assert [line.strip() for line in result.stderr.splitlines()] == [
         'Error: position must be 0 to 2 (the active path length); got 99.',
-        "Error: Session 'c' has no branch '7'; its branches are 1, 2, 3.",
-        "Not a command: '/frob'. Commands: /rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit.",
+        "Error: Session 'c' has no branch 7; it has branches 1 to 3 (see `branches`).",
+        "Not a command: '/frob'. Commands: /rewind N, /regenerate, /compact [FOCUS], /branches, /switch N, /quit.",
     ]
 
-    assert [(b.tip, b.message_count, b.forked_at, b.active, b.preview) for b in branches(db_url, 'c')] == [
-        ('1', 4, None, True, 'second'),
-        ('2', 4, 3, False, 'second'),
-        ('3', 4, 2, False, 'third'),
+    assert [(b.number, b.message_count, b.forked_at, b.active, b.preview) for b in branches(db_url, 'c')] == [
+        (1, 4, None, True, 'second'),
+        (2, 4, 3, False, 'second'),
+        (3, 4, 2, False, 'third'),
     ]
+    assert branches(db_url, 'c')[0].tip != '1'
     third = ok(invoke(db_url, 'history', 'c', '--branch', '3')).splitlines()
     assert third == ['[0] user: hello', f'[1] {reply("hello")}', '[2] user: third', f'[3] {reply("third")}']
 
@@ -231,7 +271,7 @@ def test_chat_regenerate_without_a_prompt_says_so_and_goes_on(db_url: str) -> No
     assert ok(result).splitlines() == ['[1] assistant: (test model, offline) You said: hi']
     assert result.stderr.splitlines() == [
         "Error: Session 'empty' has no user prompt to answer again.",
-        "Not a command: '/rewind'. Commands: /rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit.",
+        "Not a command: '/rewind'. Commands: /rewind N, /regenerate, /compact [FOCUS], /branches, /switch N, /quit.",
     ]
     assert len(history(db_url, 'empty')) == 2
 

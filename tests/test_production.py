@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -48,6 +48,39 @@ async def prompts(store: SessionStore, session_id: str) -> list[str]:
     ]
 
 
+async def unreachable_reads(store: SessionStore, session_id: str, *more: Callable[[], Awaitable[object]]) -> None:
+    """Every kind of read fails saying the database can't be reached and what to do, and nothing of storing."""
+    reads: list[Callable[[], Awaitable[object]]] = [
+        lambda: store.history(session_id),
+        store.sessions,
+        lambda: store.search('order'),
+        lambda: store.window(session_id),
+        lambda: store.summaries(session_id),
+        lambda: store.export(session_id),
+        *more,
+    ]
+    for read in reads:
+        with pytest.raises(StoreUnavailable) as raised:
+            await read()
+        message = str(raised.value)
+        assert 'annot reach the database at' in message and 'retry once the server is back' in message, message
+        assert 'stored' not in message and not raised.value.writing, message
+
+
+async def test_reads_of_a_database_out_of_reach_say_so_and_nothing_of_storing() -> None:
+    store = SessionStore('postgresql+asyncpg://app:secret@127.0.0.1:1/app')  # nothing listens on port 1
+    await unreachable_reads(store, 's')
+    reader = SessionStore(store.url, read_only=True)
+    await unreachable_reads(reader, 's', reader.ready)
+    # Opened to write, the store's own check of the schema (which would make it in an empty database) is a write's.
+    for write in (lambda: store.session('s'), lambda: store.delete('s'), store.migrate, store.ready):
+        with pytest.raises(StoreUnavailable, match=r'annot reach the database at .*; nothing was stored\.') as raised:
+            await write()
+        assert raised.value.writing and raised.value.stored is False
+    await store.close()
+    await reader.close()
+
+
 @pytest.mark.slow
 async def test_the_same_store_works_after_every_restart_and_says_so_while_the_server_is_away(
     server: OwnServer,
@@ -63,15 +96,15 @@ async def test_the_same_store_works_after_every_restart_and_says_so_while_the_se
         await session.run(answering(), f'T{turn}')
         returned.append(f'T{turn}')
 
-    # While the server is away every call fails fast, saying so, and stores nothing.
+    # While the server is away every call fails fast, saying so, and stores nothing: a call that writes says so, a
+    # read says only that the database is out of reach (nothing of it was to be stored).
     server.stop()
     started = time.monotonic()
     with pytest.raises(StoreUnavailable, match=r"Session 's': cannot reach the database .*nothing was stored.*retry"):
         await session.run(answering(), 'lost')
-    with pytest.raises(StoreUnavailable, match='Cannot reach the database at'):
-        await store.history('s')
-    with pytest.raises(StoreUnavailable, match=r"Session 'other': cannot reach the database"):
+    with pytest.raises(StoreUnavailable, match=r"Session 'other': cannot reach the database .*nothing was stored"):
         await store.session('other')
+    await unreachable_reads(store, 's', session.context, session.branches)
     assert time.monotonic() - started < 10
     server.start()
     await session.run(answering(), 'T5')

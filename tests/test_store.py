@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,11 +82,27 @@ async def test_a_foreign_or_unmigrated_database_is_refused_with_what_to_do(
 
 
 def test_bad_urls_fail_clearly() -> None:
-    with pytest.raises(ValueError, match='Not a database URL'):
-        SessionStore('not a url')
+    for neither in ('not a url', 'postgres//db.example.com/app', 'sqlite:/chat.db'):
+        with pytest.raises(ValueError, match=r"Not a database URL.*nor the path of a SQLite file.*'\./sessions\.db'"):
+            SessionStore(neither)
     with pytest.raises(ValueError, match='runs on sqlite\\+aiosqlite:// or postgresql\\+asyncpg://'):
         SessionStore('mysql://root:secret@localhost/db')
     assert SessionStore('sqlite:///x.db').url.drivername == 'sqlite+aiosqlite'
+
+
+async def test_a_sqlite_files_path_is_taken_as_that_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / 'data'
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv('HOME', str(tmp_path))
+    given: list[str | Path] = ['./chat.db', 'chat.db', '../data/chat.db', '~/data/chat.db', folder / 'chat.db']
+    assert {str(SessionStore(path).url) for path in given} == {f'sqlite+aiosqlite:///{folder / "chat.db"}'}
+    async with SessionStore('./chat.db') as store:
+        await converse(store, 's1', 1)
+    monkeypatch.chdir(tmp_path)  # the file, not the working directory, holds it: read back through its URL
+    async with SessionStore(f'sqlite+aiosqlite:///{folder / "chat.db"}') as store:
+        assert len(await store.history('s1')) == 4
+    assert {path.name for path in tmp_path.iterdir()} == {'data'}
 
 
 @pytest.mark.parametrize('bad', ['', 'x' * 256, 'tab\there', 'nul\x00', 42, None])

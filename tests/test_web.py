@@ -296,6 +296,7 @@ def test_the_app_mounts_under_a_path_in_another_server(filled: str) -> None:
 
 async def test_a_rewound_session_shows_its_branches(db_url: str, store_factory: StoreFactory) -> None:
     store = store_factory()
+    await store.session('before', scope='user-9')  # so that the tree's tips (database-wide ids) are not its numbers
     session = await store.session('tree', scope='user-9')
     agent = Agent(TestModel(custom_output_text='an answer'))
     await session.run(agent, 'first')
@@ -307,8 +308,13 @@ async def test_a_rewound_session_shows_its_branches(db_url: str, store_factory: 
         html = client.get('/sessions/tree').text
         old = next(b for b in api['branches'] if not b['active'])
         shown = client.get(f'/api/sessions/tree?branch={old["tip"]}').json()
+        shown_html = client.get(f'/sessions/tree?branch={old["tip"]}').text
     assert api['branch_count'] == 2 and len(api['branches']) == 2
-    assert html.count('<option value=') == 2 and '● branch' in html
+    assert [(b['number'], b['active']) for b in api['branches']] == [(1, False), (2, True)] and old['tip'] != '1'
+    # A person reads numbers; the links carry the tips.
+    options = re.findall(r'<option value="([^"]+)"[^>]*>\s*(.*?):', html)
+    assert options == [(old['tip'], 'branch 1'), (api['branches'][1]['tip'], '● branch 2')]
+    assert 'This is branch 1, not the active path (branch 2)' in shown_html
     assert shown['branch'] == old['tip'] and shown['window'] is None and shown['message_count'] == 4
     assert [m['message']['parts'][0]['content'] for m in shown['messages'] if m['role'] == 'user'] == [
         'first',

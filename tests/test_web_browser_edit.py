@@ -207,8 +207,8 @@ def test_edit_the_first_message_of_a_summarized_session(
     # The page: the edited turn, answered and stored, and a note saying what the store did.
     assert note.get_attribute('data-outcome') == 'branched' and note.get_attribute('data-stale') == 'false'
     assert note.inner_text().startswith(
-        f'Edited #0: the store started branch {new.tip} from the start, now the active path (2 messages); '
-        f'the turns it replaced stay on branch {old.tip} (120 messages).'
+        f'Edited #0: the store started branch {new.number} from the start, now the active path (2 messages); '
+        f'the turns it replaced stay on branch {old.number} (120 messages).'
     )
     live = page.locator('#live')
     assert live.locator('.msg.role-user .text').last.inner_text() == edited
@@ -249,8 +249,8 @@ def test_regenerate_an_old_summarized_answer(served: Served, browser: Browser, e
     assert new.forked_at == 4 and served.history('regen', old.tip) == before
     assert note.get_attribute('data-outcome') == 'branched'
     assert note.inner_text().startswith(
-        f'Answered #4 again: the store started branch {new.tip} at #4, now the active path (6 messages); '
-        f'the answer it replaced stays on branch {old.tip} (120 messages).'
+        f'Answered #4 again: the store started branch {new.number} at #4, now the active path (6 messages); '
+        f'the answer it replaced stays on branch {old.number} (120 messages).'
     )
     answer = page.locator('#live .msg.role-assistant[data-state="saved"] .part.assistant .text')
     assert answer.inner_text() == ANSWER + prompts(before)[1]

@@ -51,7 +51,7 @@ def test_an_unknown_branch_is_named(sessions: str) -> None:
         page = client.get('/sessions/demo?branch=99')
     assert api.status_code == 404 and page.status_code == 404
     said = api.json()['error']
-    assert said.startswith("Session 'demo' has no branch '99'; its branches are ") and 'No session' not in said
+    assert said.startswith("Session 'demo' has no branch '99'; its branches' tips are ") and 'No session' not in said
     assert 'has no branch &#39;99&#39;' in page.text
 
 

@@ -109,28 +109,35 @@ class Database:
         """The URL without its password, for messages."""
         return self.url.render_as_string(hide_password=True)
 
-    async def ready(self) -> None:
-        """Check the schema once (migrating an empty database), before the first query."""
+    async def ready(self, *, writing: bool | None = None) -> None:
+        """Check the schema once (migrating an empty database), before the first query. `writing`: on the way to a
+        write, so that a failure says nothing was stored; unless told, as the store was opened (to write, or only to
+        read)."""
         if self._checked:
             return
+        writing = not self.read_only if writing is None else writing
         async with self._check_lock:
             if not self._checked:
                 path = sqlite_path(self.url)
                 if self.read_only and path is not None and not path.exists():
                     raise StoreError(f'No database file at {path}: a read-only store opens only an existing one.')
-                revision = await self._attempts(None, lambda: self._run(schema.stamped_revision, transaction=False))
+                revision = await self._attempts(
+                    None, lambda: self._run(schema.stamped_revision, transaction=False), writing=writing
+                )
                 if revision != schema.SCHEMA_REVISION:
                     await self._attempts(
-                        None, lambda: schema.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty)
+                        None,
+                        lambda: schema.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty),
+                        writing=writing,
                     )
                 self._checked = True
 
     async def migrate(self) -> str | None:
         """Upgrade the schema to this version's head revision, then check it; the revision it was at before."""
-        before = await self._attempts(None, lambda: schema.revision(self.engine))
-        await self._attempts(None, lambda: schema.upgrade(self.engine))
+        before = await self._attempts(None, lambda: schema.revision(self.engine), writing=True)
+        await self._attempts(None, lambda: schema.upgrade(self.engine), writing=True)
         self._checked = False
-        await self.ready()
+        await self.ready(writing=True)
         return before
 
     async def close(self) -> None:
@@ -145,22 +152,23 @@ class Database:
         On PostgreSQL the pool pings each connection it hands out here (`pinging`), so the first read after a
         server restart gets a live one rather than failing on a stale one.
         """
-        await self.ready()
+        await self.ready(writing=False)
         async with self._readers() as db:
             try:
                 yield db
             except Exception as error:
-                raise self._translated(error, None) from error
+                raise self._translated(error, None, writing=False) from error
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
-        """A plain async connection, each statement on its own (no transaction around them)."""
-        await self.ready()
+        """A plain async connection, each statement on its own (no transaction around them), for upkeep that stores
+        nothing of its own (`VACUUM`): a failure says only that the database could not be reached."""
+        await self.ready(writing=False)
         try:
             async with self._autocommit.connect() as db:
                 yield db
         except Exception as error:
-            raise self._translated(error, None) from error
+            raise self._translated(error, None, writing=False) from error
 
     async def write(self, session_id: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
         """Run `work` in a write transaction (an ORM session), retrying while SQLite reports its lock taken, and
@@ -180,26 +188,34 @@ class Database:
                 done.append(True)
                 return result
 
-        await self.ready()
+        await self.ready(writing=True)
         # Shielded: a cancelled caller still lets the transaction end (committed or rolled back) first.
-        return await self._attempts(session_id, lambda: _finished(attempt()), committing=lambda: bool(done))
+        return await self._attempts(
+            session_id, lambda: _finished(attempt()), committing=lambda: bool(done), writing=True
+        )
 
-    async def statements(self, work: Callable[[Connection], T], *, session_id: str | None = None) -> T:
+    async def statements(
+        self, work: Callable[[Connection], T], *, session_id: str | None = None, writing: bool = False
+    ) -> T:
         """Run `work`'s statements each on its own, no transaction around them: reads, and writes of one
         statement (atomic by itself). One hop, however many statements `work` runs; once more on a fresh
         connection if the connection was lost, so `work` must be safe to run again (a write under a revision
-        check is: its second run finds the revision moved)."""
-        await self.ready()
-        return await self._attempts(session_id, lambda: self._run(work, transaction=False))
+        check is: its second run finds the revision moved). `writing`: `work` writes, or reads on the way to a
+        write (a run's window), so that a failure says nothing was stored."""
+        await self.ready(writing=writing)
+        return await self._attempts(session_id, lambda: self._run(work, transaction=False), writing=writing)
 
-    async def glance(self, work: Callable[[Connection], T], *, session_id: str | None = None) -> T:
+    async def glance(
+        self, work: Callable[[Connection], T], *, session_id: str | None = None, writing: bool = False
+    ) -> T:
         """`statements(work)` for a read of a few rows by index (a session's row, a window): on a SQLite file it runs
         right here, on the event loop's thread, on a connection of the worker threads' pool, since a hop to a worker
         and back costs more than such a read. There the connection never waits for a lock: a read it can't make at
         once (or that fails at all) is made again the usual way, on a worker thread that waits, so `work` must be a
-        read. A read-only store, whose reads wait out writers, always reads the usual way."""
+        read. A read-only store, whose reads wait out writers, always reads the usual way. `writing`: as for
+        `statements`."""
         if self._threaded_as is None or self.read_only or not self._checked:
-            return await self.statements(work, session_id=session_id)
+            return await self.statements(work, session_id=session_id, writing=writing)
         try:
             with self._threaded_as[False].connect() as connection:
                 # On the driver's connection itself, so it is no statement of the store's to SQLAlchemy's events.
@@ -215,14 +231,14 @@ class Database:
                         connection.invalidate()  # never back in the pool a connection that doesn't wait for locks
                         raise
         except Exception:  # read again the usual way, which waits, retries and says what went wrong
-            return await self.statements(work, session_id=session_id)
+            return await self.statements(work, session_id=session_id, writing=writing)
 
     async def transaction(self, session_id: str, work: Callable[[Connection], T]) -> T:
         """Run `work` in one write transaction, committed when it returns, rolled back if it raises; retried from
         the start while SQLite's lock is refused, and once on a fresh connection if the connection was lost, so
         `work` may run more than once and must be safe to (a write under a revision check is)."""
-        await self.ready()
-        return await self._attempts(session_id, lambda: self._run(work, transaction=True))
+        await self.ready(writing=True)
+        return await self._attempts(session_id, lambda: self._run(work, transaction=True), writing=True)
 
     async def _run(self, work: Callable[[Connection], T], *, transaction: bool) -> T:
         if self._threaded_as is None:
@@ -245,10 +261,12 @@ class Database:
         session_id: str | None,
         attempt: Callable[[], Awaitable[T]],
         *,
+        writing: bool,
         committing: Callable[[], bool] = lambda: False,
     ) -> T:
         """`attempt()`, tried again while SQLite refuses its lock, and once more when the connection was lost
-        (unless `committing()` says the loss came as it committed); any expected fault as the store's own error."""
+        (unless `committing()` says the loss came as it committed); any expected fault as the store's own error,
+        which says nothing was stored when `writing`."""
         lost = False
         for tried in range(1, _LOCKED_TRIES + 1):
             try:
@@ -261,23 +279,27 @@ class Database:
                 if fault is Fault.LOST and not lost and not committing():
                     lost = True  # a stale pooled connection, found dead: SQLAlchemy has replaced the pool's
                     continue
-                raise self._translated(error, session_id, stored=None if committing() else False) from error
+                stored = None if committing() else False
+                raise self._translated(error, session_id, stored=stored, writing=writing) from error
         raise AssertionError('unreachable')
 
-    def _translated(self, error: Exception, session_id: str | None, *, stored: bool | None = False) -> Exception:
+    def _translated(
+        self, error: Exception, session_id: str | None, *, writing: bool, stored: bool | None = False
+    ) -> Exception:
         """`error` as the store's own error when it is an expected fault; itself otherwise."""
         fault = fault_of(error)
         detail = _first_line(error)
+        unavailable = functools.partial(StoreUnavailable, self.display_url, session_id, detail, stored=stored)
         if fault is Fault.LOST:
-            return StoreUnavailable(self.display_url, session_id, detail, stored=stored)
+            return unavailable(writing=writing)
         if fault is Fault.FULL:
             return StorageFull(self.display_url, session_id, detail)
         if fault is Fault.BUSY:
-            return StoreUnavailable(self.display_url, session_id, detail, stored=stored, advice=BUSY_ADVICE)
+            return unavailable(writing=writing, advice=BUSY_ADVICE)
         if fault is Fault.POOL:
-            return StoreUnavailable(self.display_url, session_id, detail, stored=stored, advice=POOL_ADVICE)
+            return unavailable(writing=writing, advice=POOL_ADVICE)
         if (refusal := refusal_of(error, read_only=self.read_only)) is not None:
-            return ServerRefused(self.display_url, session_id, refusal.reason, detail, refusal.advice)
+            return ServerRefused(self.display_url, session_id, refusal.reason, detail, refusal.advice, writing=writing)
         if fault is Fault.LOCKED:
             return DatabaseLocked(session_id or '(the store)', 1)
         return error

@@ -41,17 +41,25 @@ _SUPPORTED = ('sqlite+aiosqlite', 'postgresql+asyncpg')
 _POSTGRES_EXTRA = 'pip install "pydantic-ai-session-store[postgresql]"'
 
 
-def database_url(url: str | URL) -> URL:
-    """`url` checked and given its async driver: plain `sqlite://` and `postgresql://` are accepted.
+def database_url(url: str | os.PathLike[str] | URL) -> URL:
+    """`url` checked and given its async driver: plain `sqlite://` and `postgresql://` are accepted, and so is a
+    SQLite file's path (`_path_in`).
 
     Raises:
-        ValueError: Not a URL, or not one of the supported backends.
+        ValueError: Neither a URL nor a SQLite file's path, or not one of the supported backends.
         ModuleNotFoundError: A PostgreSQL URL, without the `postgresql` extra's driver installed.
     """
+    if isinstance(url, os.PathLike):
+        return _file_url(os.fspath(url))
+    if isinstance(url, str) and (path := _path_in(url)) is not None:
+        return _file_url(path)
     try:
         parsed = make_url(url)
-    except ArgumentError as error:
-        raise ValueError(f'Not a database URL: {url!r} ({error}). Use e.g. {DEFAULT_URL!r}.') from None
+    except ArgumentError:
+        raise ValueError(
+            f'Not a database URL: {url!r}, nor the path of a SQLite file. Use a URL such as '
+            f"{DEFAULT_URL!r} or 'postgresql://user@host/db', or a path such as './sessions.db'."
+        ) from None
     if parsed.drivername in _ASYNC_DRIVERS:
         parsed = parsed.set(drivername=_ASYNC_DRIVERS[parsed.drivername])
     if parsed.drivername not in _SUPPORTED:
@@ -64,6 +72,27 @@ def database_url(url: str | URL) -> URL:
             f'PostgreSQL needs the asyncpg driver, which is an extra: {_POSTGRES_EXTRA}.', name='asyncpg'
         )
     return parsed
+
+
+_SQLITE_SUFFIXES = ('.db', '.sqlite', '.sqlite3')
+
+
+def _path_in(text: str) -> str | None:
+    """`text` as a SQLite file's path, when it is plainly one rather than a URL: it names a directory (`./chat.db`,
+    `data/chat.db`, `/srv/chat.db`, `~/chat.db`) or ends in `.db`, `.sqlite` or `.sqlite3` (`chat.db`). `None`
+    otherwise, and for anything with a `:` or a `//` in it, which a path has no need of and a mistyped URL has
+    (`postgres//host/db`, `sqlite:/chat.db`): those are left to fail as URLs, saying so."""
+    rest = text[len(Path(text).drive) :]  # a Windows drive's colon is a path's
+    if not text.strip() or ':' in rest or '//' in rest:
+        return None
+    named = os.sep in text or '/' in text or text.startswith('~') or text.lower().endswith(_SQLITE_SUFFIXES)
+    return text if named else None
+
+
+def _file_url(path: str) -> URL:
+    """The URL of the SQLite file `path` names, made absolute (`~` expanded), so that the store and every message
+    name the same file wherever the process later changes directory."""
+    return URL.create('sqlite+aiosqlite', database=os.path.abspath(os.path.expanduser(path)))
 
 
 def in_memory(url: URL) -> bool:

@@ -124,7 +124,7 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
 
     # Most opens find the session: one row read, and a write only to create one.
     found = await database.statements(
-        lambda db: db.execute(_SCOPE, {'session_id': session_id}).first(), session_id=session_id
+        lambda db: db.execute(_SCOPE, {'session_id': session_id}).first(), session_id=session_id, writing=True
     )
     exists, stored = (False, None) if found is None else (True, found[0])
     if not exists:

@@ -31,6 +31,7 @@ from .runs import window_on_path
 from .tree import (
     Span,
     best_summary,
+    branch_segment,
     entry_at,
     on_path,
     path_spans,
@@ -177,21 +178,18 @@ async def _prompt_on_path(
     return None
 
 
-async def switch(database: Database, session_id: str, scope: str | None, tip: str) -> None:
-    """Make the branch `tip` (from `list_branches`) the active path; the path left stays a branch.
+async def switch(database: Database, session_id: str, scope: str | None, branch: str | int) -> None:
+    """Make the branch `branch` (a tip or a number, from `list_branches`) the active path; the path left stays a
+    branch.
 
     Raises:
-        ValueError: The session has no branch `tip`.
+        ValueError: The session has no branch `branch`.
         SessionConflict: Another writer changed the session meanwhile; nothing changed.
     """
 
     async def work(db: AsyncSession) -> None:
         row = await find_session(db, session_id, scope)
-        target = await db.scalar(
-            select(SegmentRow).where(SegmentRow.session_pk == row.pk, SegmentRow.pk == _segment_key(tip))
-        )
-        if target is None:
-            raise ValueError(f'Session {session_id!r} has no branch {tip!r}; see its branches().')
+        target = await branch_segment(db, row, branch)
         if target.pk == row.active_segment_pk:
             return
         last_held = await db.scalar(_newest(MessageRow.position, target.pk))
@@ -311,7 +309,8 @@ async def fork(
 
 
 async def list_branches(database: Database, session_id: str, scope: str | None) -> list[Branch]:
-    """Every path of the session that ends in a segment's last message, oldest branch first."""
+    """Every path of the session that ends in a segment's last message, oldest branch first, numbered from 1 in
+    that order (see `branch_segment`)."""
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
         vault = database.sealer.vault(session_id, row.pk)
@@ -329,12 +328,13 @@ async def list_branches(database: Database, session_id: str, scope: str | None) 
         ).all()
         tree = {segment.pk: (segment.parent_pk, segment.starts_at) for segment, _, _ in segments}
         branches = []
-        for segment, last_held, written_at in segments:
+        for number, (segment, last_held, written_at) in enumerate(segments, start=1):
             length = segment.starts_at if last_held is None else last_held + 1
             spans = spans_of(tree, segment.pk, length)
             branches.append(
                 Branch(
                     tip=str(segment.pk),
+                    number=number,
                     active=segment.pk == row.active_segment_pk,
                     message_count=length,
                     forked_at=None if segment.parent_pk is None else segment.starts_at,
@@ -356,12 +356,6 @@ def _preview(prompt: tuple[int, str] | None) -> str | None:
         return None
     text = prompt[1]
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + '…'
-
-
-def _segment_key(tip: str) -> int:
-    if not isinstance(tip, str) or not tip.isdigit():
-        raise ValueError(f'A branch tip is the id branches() gives, a string of digits; got {tip!r}.')
-    return int(tip)
 
 
 async def _check_pair_safe(

@@ -12,7 +12,7 @@ from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
 from ..results import SessionInfo, StoredSummary, SummaryChain
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
-from .tree import on_path, path_spans, summary_chain_on
+from .tree import branch_segment, on_path, path_spans, summary_chain_on
 
 __all__ = ('list_sessions', 'read_history', 'read_summaries', 'stored_summary')
 
@@ -59,7 +59,7 @@ async def read_history(
     scope: str | None,
     offset: int,
     limit: int | None,
-    branch: str | None = None,
+    branch: str | int | None = None,
 ) -> list[ModelMessage]:
     """`limit` messages from position `offset` (`None`: all of them) of the active path, or of `branch`'s."""
     _check_page(offset, limit)
@@ -75,15 +75,9 @@ async def read_history(
     return [vault.message(position, payload) for position, payload in rows]
 
 
-async def _branch_end(db: AsyncSession, row: SessionRow, branch: str) -> tuple[int, int]:
-    """The segment the branch `branch` (a `Branch.tip`) ends in, and its path's length."""
-    segment = None
-    if isinstance(branch, str) and branch.isdigit() and len(branch) < 19:  # a bigint, on every backend
-        segment = await db.scalar(
-            select(SegmentRow).where(SegmentRow.session_pk == row.pk, SegmentRow.pk == int(branch))
-        )
-    if segment is None:
-        raise ValueError(f'Session {row.session_id!r} has no branch {branch!r} (a tip as its branches list them).')
+async def _branch_end(db: AsyncSession, row: SessionRow, branch: str | int) -> tuple[int, int]:
+    """The segment the branch `branch` (a `Branch.tip`, or a `Branch.number`) ends in, and its path's length."""
+    segment = await branch_segment(db, row, branch)
     own = await db.scalar(select(func.count()).where(MessageRow.segment_pk == segment.pk)) or 0
     return segment.pk, segment.starts_at + own
 

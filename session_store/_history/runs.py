@@ -133,17 +133,22 @@ class Runs:
         self.windows = WindowCache()
         """The windows this store read or wrote last, decoded, each valid at its revision."""
 
-    async def load_window(self, session_id: str, scope: str | None, processor: WindowProcessor) -> LoadedWindow:
+    async def load_window(
+        self, session_id: str, scope: str | None, processor: WindowProcessor, *, for_run: bool = False
+    ) -> LoadedWindow:
         """The stored window, rebuilt from the latest summary and the kept tail; the archive is not read.
 
         One hop to the database: the session's row, then, unless the window is cached at its revision, the
-        window's rows (one statement, two on a path that left its root segment).
+        window's rows (one statement, two on a path that left its root segment). `for_run`: read for a run, so
+        that the database out of reach says nothing of the run was stored.
         """
         check_id(session_id)
         database = self.database
         with span('load_window', database.backend, session_id) as current:
             cached = self.windows.peek(session_id)
-            row, rows = await database.glance(lambda db: _read(db, session_id, scope, cached), session_id=session_id)
+            row, rows = await database.glance(
+                lambda db: _read(db, session_id, scope, cached), session_id=session_id, writing=for_run
+            )
             if row is None:
                 raise SessionNotFound(session_id, scope)
             current.set_attribute('session_store.window.cached', rows is None)
@@ -231,7 +236,7 @@ class Runs:
         """
         if head is None or head.revision != expected_revision:
             found = await self.database.statements(
-                lambda db: db.execute(HEAD, {'session_id': session_id}).first(), session_id=session_id
+                lambda db: db.execute(HEAD, {'session_id': session_id}).first(), session_id=session_id, writing=True
             )
             head = None if found is None else SessionHead._make(found)
         if head is None or head.revision != expected_revision:
@@ -531,7 +536,7 @@ async def _write_run(
         summaries=len(record.summaries),
     ):
         if one_statement:  # atomic on its own
-            summary_pks = await database.statements(append, session_id=session_id)
+            summary_pks = await database.statements(append, session_id=session_id, writing=True)
         else:
             summary_pks = await database.transaction(session_id, append)
     return StoredRun(summary_pks, [row['entry_id'] for row in rows], usage)

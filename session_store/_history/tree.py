@@ -39,6 +39,7 @@ __all__ = (
     'active_paths',
     'best_summary',
     'best_summary_query',
+    'branch_segment',
     'entry_at',
     'entry_before_window',
     'on_path',
@@ -75,6 +76,30 @@ def segments_of(rows: Iterable[Row[int, int | None, int]]) -> Segments:
 async def session_segments(db: AsyncSession, session_pk: int) -> Segments:
     """The session's segments, each with its parent and the position it starts at: one SELECT."""
     return segments_of((await db.execute(segments_query(session_pk))).all())
+
+
+async def branch_segment(db: AsyncSession, row: SessionRow, branch: str | int) -> SegmentRow:
+    """The segment the session's branch `branch` ends in: its `Branch.tip` (a string), or its `Branch.number` (the
+    session's segments numbered from 1 in the order they were made, which is their keys' order).
+
+    Raises:
+        ValueError: The session has no such branch, saying what it has.
+    """
+    query = select(SegmentRow).where(SegmentRow.session_pk == row.pk)
+    segment = None
+    if isinstance(branch, int) and not isinstance(branch, bool):
+        if branch >= 1:
+            segment = await db.scalar(query.order_by(SegmentRow.pk).offset(branch - 1).limit(1))
+    elif isinstance(branch, str) and branch.isdigit() and len(branch) < 19:  # a bigint, on every backend
+        segment = await db.scalar(query.where(SegmentRow.pk == int(branch)))
+    if segment is None:
+        count = await db.scalar(select(func.count()).where(SegmentRow.session_pk == row.pk)) or 0
+        numbers = 'one branch, number 1' if count == 1 else f'branches numbered 1 to {count}'
+        raise ValueError(
+            f'Session {row.session_id!r} has no branch {branch!r}: it has {numbers} (a branch is its number, or its '
+            'tip as a string, as branches() list them).'
+        )
+    return segment
 
 
 async def path_spans(db: AsyncSession, session_pk: int, segment_pk: int, length: int) -> list[Span]:

@@ -63,7 +63,7 @@ class Turn:
     ) -> Turn:
         """The turn that starts from the session's stored window, compressed with `processor`: `loaded`, when the
         caller holds it (kept in memory at the revision it read just now), else read."""
-        loaded = loaded or await runs.load_window(session_id, scope, processor)
+        loaded = loaded or await runs.load_window(session_id, scope, processor, for_run=True)
         summaries: list[Summary] = []
         failures: list[SummarizationFailure] = []
         capability: SlidingWindow | Summarization | ContextManagerCapability

@@ -120,7 +120,7 @@ def db_option(function: Callable[..., Any]) -> Callable[..., Any]:
         metavar='URL',
         expose_value=False,
         callback=_set_db,
-        help=f'Database URL (default: ${ENV_URL}, else {DEFAULT_URL}).',
+        help=f'Database URL or SQLite file path (default: ${ENV_URL}, else {DEFAULT_URL}).',
     )(function)
     return click.option('--key-file', metavar='FILE', expose_value=False, callback=_set_key_file, help=_KEY_FILE_HELP)(
         with_db
@@ -187,7 +187,7 @@ COMMANDS: Mapping[str, Listed] = {
     'serve': Listed('.serve', 'Review sessions in a browser: conversations, summaries, windows, branches, search.'),
     'sessions': Listed('.review', 'List sessions with their message and summary counts.'),
     'summaries': Listed('.review', "Show a session's summary chain and the range each covers."),
-    'switch': Listed('.branching', "Make the branch TIP a session's active path."),
+    'switch': Listed('.branching', "Make branch N a session's active path."),
 }
 """Every command, by the module that defines it (relative to this package). Importing the module registers its
 commands on `main`; the summaries let `--help` list them all without importing any (a test keeps each equal to the
@@ -223,7 +223,7 @@ class _LazyGroup(click.Group):
     show_envvar=True,
     default=DEFAULT_URL,
     show_default=True,
-    help='Database URL: sqlite+aiosqlite:///FILE or postgresql+asyncpg://USER:PASS@HOST/DB.',
+    help='Database URL (sqlite+aiosqlite:///FILE, postgresql+asyncpg://USER:PASS@HOST/DB) or a SQLite file path.',
 )
 @click.option('--key-file', metavar='FILE', expose_value=False, callback=_set_key_file, help=_KEY_FILE_HELP)
 @click.version_option(package_name='pydantic-ai-session-store', prog_name='session-store')

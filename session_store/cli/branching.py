@@ -7,7 +7,8 @@ helpers here, so both say the same thing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 from rich.text import Text
@@ -18,21 +19,37 @@ from ..session import Session
 from ..store import SessionStore
 from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, scope_option
 from ._render import echo_json, plural, print_suggestion, record_json
-from ._runtime import Settings, open_store, out, pass_settings, read, run
+from ._runtime import Failure, Settings, open_store, out, pass_settings, read, run
 
 __all__ = (
     'branch_tree',
     'branches',
+    'chosen_branch',
     'fork',
     'rewind',
     'rewind_session',
     'stored_session',
     'switch',
     'switch_session',
+    'tip_option',
 )
 
 ACTIVE = '●'
 """How the tree marks the active branch."""
+
+
+def tip_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`--tip TIP`: a branch by its tip, as `branches --json` gives it, for scripts (numbers are for people)."""
+    return click.option('--tip', metavar='TIP', help='The branch by its tip (`branches --json`), instead of N.')(
+        function
+    )
+
+
+def chosen_branch(number: int | None, tip: str | None) -> int | str | None:
+    """The branch a command was given: its number, or its tip (`--tip`); `None` for neither."""
+    if number is not None and tip is not None:
+        raise Failure('Name the branch once: by its number or by --tip, not both.')
+    return number if number is not None else tip
 
 
 async def stored_session(store: SessionStore, session_id: str, scope: str | None) -> Session:
@@ -46,7 +63,7 @@ def _label(branch: Branch) -> Text:
     preview = f'"{branch.preview}"' if branch.preview is not None else '(no user prompt)'
     return Text.assemble(
         (f'{ACTIVE} ' if branch.active else '  ', 'bold green'),
-        (f'branch {branch.tip}', 'bold'),
+        (f'branch {branch.number}', 'bold'),
         (' (active)', 'bold green') if branch.active else '',
         f'  {plural(branch.message_count, "message")} · {where} · ',
         (f'{branch.updated_at.astimezone():%Y-%m-%d %H:%M}', 'dim'),
@@ -56,11 +73,11 @@ def _label(branch: Branch) -> Text:
 
 
 def branch_tree(session_id: str, branches: Sequence[Branch]) -> Tree:
-    """The branches as a tree, each under the one it forked from, oldest first, the active one marked."""
-    tree = Tree(
-        Text(f'Session {session_id!r}: {len(branches)} branch{"" if len(branches) == 1 else "es"} ({ACTIVE} active)'),
-        guide_style='dim',
-    )
+    """The branches as a tree, each under the one it forked from, oldest first, by number, the active one marked
+    and named in the heading."""
+    count = f'{len(branches)} branch{"" if len(branches) == 1 else "es"}'
+    active = next((f'; branch {branch.number} is active ({ACTIVE})' for branch in branches if branch.active), '')
+    tree = Tree(Text(f'Session {session_id!r}: {count}{active}'), guide_style='dim')
     nodes: dict[str, Tree] = {}
     for branch in branches:  # oldest first, so a branch's parent is already placed
         nodes[branch.tip] = nodes.get(branch.parent or '', tree).add(_label(branch))
@@ -77,24 +94,26 @@ async def rewind_session(session: Session, position: int) -> str:
     dropped = left.message_count - position
     after = 'the message after them' if dropped == 1 else f'the {dropped:,} after them'
     if any(branch.tip == left.tip for branch in await session.branches()):
-        return f'Rewound {name!r} to {plural(position, "message")}; {after} stay as branch {left.tip}.'
+        return f'Rewound {name!r} to {plural(position, "message")}; {after} stay as branch {left.number}.'
     # The path left had no messages of its own (a rewind nothing ran from): its messages are on older branches.
     return f'Rewound {name!r} to {plural(position, "message")}; {after} stay on the branches they came from.'
 
 
-async def switch_session(session: Session, tip: str) -> str:
-    """Make the branch `tip` the session's active path; what happened, in a line."""
+async def switch_session(session: Session, branch: int | str) -> str:
+    """Make the branch `branch` (its number, or its tip as a string) the session's active path; what happened, in
+    a line."""
     name = session.session_id
     known = await session.branches()
-    target = next((branch for branch in known if branch.tip == tip), None)
+    target = next((b for b in known if (b.number if isinstance(branch, int) else b.tip) == branch), None)
     if target is None:
-        tips = ', '.join(branch.tip for branch in known)
-        raise ValueError(f'Session {name!r} has no branch {tip!r}; its branches are {tips}.')
+        numbers = 'branch 1 only' if len(known) == 1 else f'branches 1 to {len(known)}'
+        asked = f'branch {branch}' if isinstance(branch, int) else f'branch with tip {branch!r}'
+        raise ValueError(f'Session {name!r} has no {asked}; it has {numbers} (see `branches`).')
     if target.active:
-        return f'Branch {tip} is the active path of {name!r} already; nothing changed.'
-    await session.switch(tip)
+        return f'Branch {target.number} is the active path of {name!r} already; nothing changed.'
+    await session.switch(target.tip)
     where = '' if target.forked_at is None else f', forked at {target.forked_at}'
-    return f'Switched {name!r} to branch {tip}: {plural(target.message_count, "message")}{where}.'
+    return f'Switched {name!r} to branch {target.number}: {plural(target.message_count, "message")}{where}.'
 
 
 @main.command()
@@ -107,8 +126,10 @@ def branches(settings: Settings, session_id: str, scope: str | None, as_json: bo
     """Show a session's branches as a tree, the active one marked.
 
     Each branch is a path through the session: rewinding, regenerating or editing keeps the path left
-    as a branch. For each: its tip (for `switch` and `history --branch`), its message count, where it
-    forks from the branch above it, its last update and the start of its last user prompt.
+    as a branch. For each: its number (1, 2, 3 in the order they were made, for `switch` and
+    `history --branch`), its message count, where it forks from the branch above it, its last update
+    and the start of its last user prompt. --json adds each one's tip, an opaque id for scripts
+    (`switch --tip`, `history --tip`).
     """
 
     async def query(store: SessionStore) -> list[Branch]:
@@ -121,10 +142,9 @@ def branches(settings: Settings, session_id: str, scope: str | None, as_json: bo
     out.print(branch_tree(session_id, found), soft_wrap=False)
     if len(found) > 1:
         words = ['--scope', scope] if scope else []
-        show = settings.command('history', session_id, '--branch', 'TIP', *words)
-        print_suggestion(
-            settings, f'\nRead one: {show}\nMake it active: {settings.command("switch", session_id, "TIP")}'
-        )
+        show = settings.command('history', session_id, '--branch', 'N', *words)
+        activate = settings.command('switch', session_id, 'N', *words)
+        print_suggestion(settings, f'\nRead one: {show}\nMake it active: {activate}')
 
 
 @main.command()
@@ -149,20 +169,25 @@ def rewind(settings: Settings, session_id: str, position: int, scope: str | None
 
 @main.command()
 @click.argument('session_id', metavar='ID', type=NAME)
-@click.argument('tip', metavar='TIP')
+@click.argument('number', metavar='N', type=Bounded(1, MAX_COUNT), required=False)
+@tip_option
 @scope_option
 @db_option
 @pass_settings
-def switch(settings: Settings, session_id: str, tip: str, scope: str | None) -> None:
-    """Make the branch TIP a session's active path.
+def switch(settings: Settings, session_id: str, number: int | None, tip: str | None, scope: str | None) -> None:
+    """Make branch N a session's active path.
 
-    TIP is a branch's id as `branches` lists it. The path left stays a branch; the next run continues
-    the one switched to, from its own window and summaries.
+    N is the branch's number as `branches` shows it; a script may name it by --tip instead. The
+    path left stays a branch; the next run continues the one switched to, from its own window and
+    summaries.
     """
+    branch = chosen_branch(number, tip)
+    if branch is None:
+        raise Failure('Say which branch: its number N, as `branches` shows it, or --tip TIP.')
 
     async def work() -> str:
         async with open_store(settings, 'write') as store:
-            return await switch_session(await stored_session(store, session_id, scope), tip)
+            return await switch_session(await stored_session(store, session_id, scope), branch)
 
     out.print(run(settings, work()))
 

@@ -23,7 +23,7 @@ from .branching import branch_tree, rewind_session, switch_session
 
 __all__ = ('chat',)
 
-COMMANDS = '/rewind N, /regenerate, /compact [FOCUS], /branches, /switch TIP, /quit'
+COMMANDS = '/rewind N, /regenerate, /compact [FOCUS], /branches, /switch N, /quit'
 """The slash commands `chat` takes between lines."""
 
 
@@ -60,7 +60,7 @@ def chat(
 
     Between lines: /rewind N makes the conversation its first N messages (the rest stays a branch),
     /regenerate answers the last prompt again (the old answer stays a branch), /branches shows the
-    session's branches and /switch TIP continues another one.
+    session's branches and /switch N continues another one.
     """
     run(settings, _chat(settings, session_id, model_name, scope, system_prompt, summarizer, trigger, keep))
 
@@ -137,8 +137,8 @@ async def _command(store: SessionStore, session: Session, agent: Agent[None, str
     try:
         if name == '/rewind' and argument.isdigit():
             out.print(await rewind_session(session, int(argument)))
-        elif name == '/switch' and argument:
-            out.print(await switch_session(session, argument))
+        elif name == '/switch' and argument.isdigit():
+            out.print(await switch_session(session, int(argument)))
         elif name == '/branches' and not argument:
             out.print(branch_tree(session.session_id, await session.branches()), soft_wrap=False)
         elif name == '/compact':

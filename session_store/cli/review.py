@@ -26,6 +26,7 @@ from ._render import (
     role,
 )
 from ._runtime import Settings, out, pass_settings, read, run
+from .branching import chosen_branch, tip_option
 
 __all__ = ('context', 'history', 'search', 'sessions', 'summaries')
 
@@ -74,7 +75,14 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
 @click.option('--limit', type=Bounded(1, MAX_COUNT), default=50, show_default=True, help='Messages per page.')
 @click.option('--all', 'everything', is_flag=True, help='Every message from --offset on, not one page.')
 @click.option('--full', is_flag=True, help=f'Show whole parts instead of their first {CLIP} characters.')
-@click.option('--branch', metavar='TIP', help="This branch's path (a tip `branches` lists) instead of the active one.")
+@click.option(
+    '--branch',
+    'number',
+    metavar='N',
+    type=Bounded(1, MAX_COUNT),
+    help="Branch N's path (numbered as `branches` shows them) instead of the active one.",
+)
+@tip_option
 @json_option
 @db_option
 @pass_settings
@@ -86,7 +94,8 @@ def history(
     limit: int,
     everything: bool,
     full: bool,
-    branch: str | None,
+    number: int | None,
+    tip: str | None,
     as_json: bool,
 ) -> None:
     """Show a session's archive, one line per message part.
@@ -95,8 +104,9 @@ def history(
 
     One line per message part: `[12] user: ...`, `[13] assistant → lookup_order(order_id='ORDER-1042')`,
     `[14] tool lookup_order ⇒ {...}`. Pages of --limit messages; the footer gives the next page's command.
-    The active path, unless --branch names another.
+    The active path, unless --branch (or, for scripts, --tip) names another.
     """
+    branch = chosen_branch(number, tip)
     # One message past the page tells whether there is a next page, without counting the archive.
     page = None if everything else limit + 1
     messages = run(
@@ -110,7 +120,8 @@ def history(
         echo_json(
             {
                 'session_id': session_id,
-                'branch': branch,
+                'branch': number,
+                'tip': tip,
                 'offset': offset,
                 'next_offset': next_offset,
                 'messages': messages_json(messages),
@@ -118,7 +129,8 @@ def history(
         )
         return
     if not messages:
-        of = f'Branch {branch} of session {session_id!r}' if branch is not None else f'Session {session_id!r}'
+        of = f'Session {session_id!r}'
+        of = f'Branch {number} of {of}' if number is not None else f'The branch {tip!r} of {of}' if tip else of
         out.print(f'{of} has no messages at position {offset} or later.')
         return
     for line in render_messages(messages, range(offset, offset + len(messages)), full=full):
@@ -126,7 +138,7 @@ def history(
     if next_offset is not None:
         words = ['history', session_id, '--offset', str(next_offset), '--limit', str(limit)]
         words += ['--scope', scope] if scope else []
-        words += ['--branch', branch] if branch is not None else []
+        words += ['--branch', str(number)] if number is not None else ['--tip', tip] if tip is not None else []
         print_suggestion(settings, f'… more: {settings.command(*words)}')
 
 

@@ -137,6 +137,16 @@ class SessionPage:
         """The active branch's tip, when the session has more than one path."""
         return next((b.tip for b in self.branches if b.active), None)
 
+    @property
+    def active_number(self) -> int | None:
+        """The active branch's number, when the session has more than one path."""
+        return next((b.number for b in self.branches if b.active), None)
+
+    @property
+    def shown_number(self) -> int | None:
+        """The number of the branch shown, when it is not the active path."""
+        return next((b.number for b in self.branches if b.tip == self.branch), None)
+
     def rows(self) -> Rows:
         """The page's messages, with a band where each summary's range starts and the window marker."""
         rows: Rows = []
@@ -280,7 +290,7 @@ class UnknownBranch(LookupError):
     """A page asked for a branch the session (which exists) does not have; its message names the ones it has."""
 
     def __init__(self, session_id: str, branch: str, tips: Sequence[str]) -> None:
-        super().__init__(f'Session {session_id!r} has no branch {branch!r}; its branches are {", ".join(tips)}.')
+        super().__init__(f"Session {session_id!r} has no branch {branch!r}; its branches' tips are {', '.join(tips)}.")
 
 
 # --- reading ---------------------------------------------------------------------------------------

@@ -217,14 +217,14 @@ function whatHappened(before, after, position, action) {
   }
   const active = after.branches.find((b) => b.active);
   if (!before) {
-    const where = active ? `branch ${active.tip} (${active.message_count} messages, ${forkText(active)})` : 'one path';
+    const where = active ? `branch ${active.number} (${active.message_count} messages, ${forkText(active)})` : 'one path';
     return { outcome: 'unknown', text: `The session now holds ${after.count} messages on its active path, ${where}.` };
   }
   const known = new Set(before.branches.map((b) => b.tip));
   const was = before.branches.find((b) => b.active);
   if (active && !known.has(active.tip) && after.branches.length > Math.max(1, before.branches.length)) {
     const left = was ? after.branches.find((b) => b.tip === was.tip) : after.branches.find((b) => !b.active);
-    const kept = left ? ` on branch ${left.tip} (${left.message_count} messages)` : ' as a branch';
+    const kept = left ? ` on branch ${left.number} (${left.message_count} messages)` : ' as a branch';
     const replaced = action === 'edit' ? 'the turns it replaced stay' : 'the answer it replaced stays';
     const lead = action === 'edit' ? `Edited #${position}` : `Answered #${position} again`;
     const fork = active.forked_at === null || active.forked_at === undefined ? 0 : active.forked_at;
@@ -232,7 +232,7 @@ function whatHappened(before, after, position, action) {
       outcome: 'branched',
       fork,
       at: fork,
-      text: `${lead}: the store started branch ${active.tip} ${forkText(active)}, now the active path ` +
+      text: `${lead}: the store started branch ${active.number} ${forkText(active)}, now the active path ` +
         `(${active.message_count} messages); ${replaced}${kept}.`,
     };
   }
@@ -249,7 +249,7 @@ function whatHappened(before, after, position, action) {
   if (same && after.count === before.count) {
     return { outcome: 'unchanged', text: `Nothing was stored: the session is as it was before #${position} was sent again.` };
   }
-  const where = active ? `branch ${active.tip} (${active.message_count} messages, ${forkText(active)})` : 'its one path';
+  const where = active ? `branch ${active.number} (${active.message_count} messages, ${forkText(active)})` : 'its one path';
   return { outcome: 'moved', text: `The session's active path is now ${where}, with ${after.count} messages.` };
 }
 
