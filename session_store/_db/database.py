@@ -141,7 +141,9 @@ class Database:
         return before
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        # A cancelled task (a command's Ctrl-C) still closes every connection: cancelled half-way, the driver's
+        # close is abandoned and SQLAlchemy prints its traceback at exit.
+        await _finished(self.engine.dispose())
         if self._threaded is not None:
             self._threaded.dispose()
 
