@@ -345,3 +345,24 @@ def test_the_package_root_gives_every_public_name_and_refuses_others() -> None:
         assert value is getattr(sys.modules[f'session_store{session_store._HOMES[name]}'], name)
     with pytest.raises(AttributeError, match="no attribute 'SessionStores'; its public names are in __all__"):
         session_store.SessionStores  # noqa: B018
+
+
+def test_every_folder_of_the_import_roots_is_a_package_of_the_build() -> None:
+    # setuptools warns on every build about a folder Python could import that `packages` leaves out (the web
+    # page's templates and static files were two), and a new code folder left out would be missing from the wheel.
+    tool = tomllib.loads((REPO / 'pyproject.toml').read_text())['tool']['setuptools']
+    declared = set(tool['packages'])
+    homes = {name: REPO / folder for name, folder in tool['package-dir'].items()}
+    folders = {
+        '.'.join(folder.relative_to(REPO).parts)
+        for root in PACKAGES
+        for folder in [REPO / root, *(REPO / root).rglob('*')]
+        if folder.is_dir() and folder.name != '__pycache__' and not folder.name.startswith('.')
+    }
+    for name, home in homes.items():  # the migrations, which live outside the roots
+        folders |= {
+            '.'.join([name, *folder.relative_to(home).parts])
+            for folder in [home, *home.rglob('*')]
+            if folder.is_dir() and folder.name != '__pycache__'
+        }
+    assert folders == declared
