@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from sqlalchemy.engine import make_url
 
 from session_store import SessionStore
@@ -23,8 +24,15 @@ from session_store.cli import _runtime
 from testkit.faults import OwnServer, own_server, pgbouncer
 from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
 from testkit.templates import Fill, NewDatabase, Templates
+from tests._hypothesis import QUICK, leaves_out_the_slow_tier
 
 pytest_plugins = ['session_store.conformance', 'tests._tier', 'pytester']
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run that leaves the slow tier out runs each property test on its quick budget (`tests/_hypothesis.py`)."""
+    if leaves_out_the_slow_tier(config.option.markexpr):
+        settings.load_profile(QUICK)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

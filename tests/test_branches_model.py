@@ -25,6 +25,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from processors import SummarizationProcessor
 from session_store import Session, SessionStore
 from testkit.scripted import MARKER, ParallelToolAssistant, scripted_agent
+from tests._hypothesis import examples
 
 
 def echoing_summarizer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -202,7 +203,7 @@ def test_random_branching_agrees_with_the_model(new_database: Callable[[], str])
     run_state_machine_as_test(
         Branching,
         settings=settings(
-            max_examples=6, stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
+            max_examples=examples(6), stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
         ),
     )
 

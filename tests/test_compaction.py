@@ -37,6 +37,7 @@ from processors import (
 from testkit.histories import SYSTEM, pair_violations, system_prompts, tool_history
 from testkit.real_histories import histories
 from testkit.scripted import NEW_MESSAGES, PREVIOUS
+from tests._hypothesis import examples
 
 
 @dataclass
@@ -315,7 +316,7 @@ def test_every_forced_window_is_pair_safe_with_any_keep_and_head(
     check_forced_windows(history, keep, head, forced_at, before_responses, failing)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @forced_windows
 def test_every_forced_window_is_pair_safe_with_any_keep_and_head_quick(
     history: list[ModelMessage], keep: int, head: int, forced_at: set[int], before_responses: bool, failing: bool

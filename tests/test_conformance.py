@@ -27,11 +27,12 @@ from session_store._db.engine import POOLER_PARAMETER
 from session_store.conformance import ConformanceBackend, Factory, conformance_backend
 from testkit.faults import pgbouncer
 from testkit.postgres import drop_database, fresh_database, require_postgres
+from tests._hypothesis import examples
 
 
 def _quick(**declared: Any) -> Callable[[Factory], ConformanceBackend]:
     """A backend in the quick tier: a small hypothesis budget for the semantics state machine."""
-    return conformance_backend(examples=3, steps=12, **declared)
+    return conformance_backend(examples=examples(3), steps=12, **declared)
 
 
 def _slow(**declared: Any) -> Callable[[Factory], ConformanceBackend]:
@@ -56,7 +57,7 @@ def _processor() -> SlidingWindowProcessor:
     return SlidingWindowProcessor(trigger=('messages', 8), keep=('messages', 4))
 
 
-@conformance_backend(examples=6, steps=15)
+@conformance_backend(examples=examples(6), steps=15)
 def reference(folder: Path) -> ConversationStore:
     return InMemoryConversationStore()
 

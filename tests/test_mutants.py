@@ -39,6 +39,7 @@ from session_store import Session, SessionNotFound, SessionStore
 from testkit.histories import pair_violations
 from testkit.real_histories import histories
 from testkit.scripted import PREVIOUS, ParallelToolAssistant, RecordingSummarizer, scripted_agent
+from tests._hypothesis import examples
 
 # Cut points: every query of a `CutIndex`, against a brute-force judge.
 
@@ -135,7 +136,7 @@ _WAITED_ACROSS_A_PROMPT: list[ModelMessage] = [
 ]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories())
 @example(history=_WAITED_ACROSS_A_PROMPT)
 def test_every_cut_query_matches_a_brute_force_judge(history: list[ModelMessage]) -> None:

@@ -22,6 +22,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from processors import ContextSize, SlidingWindowProcessor, SummarizationProcessor, safe_cut_points
 from testkit.histories import answered_calls, pair_violations, system_prompts
 from testkit.real_histories import histories
+from tests._hypothesis import examples
 
 
 def _summarizer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -74,7 +75,7 @@ def test_every_window_is_pair_safe_and_keeps_the_system_prompt(
     check_every_window(history, processor, incremental)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), processor=processors(), incremental=st.booleans())
 def test_every_window_is_pair_safe_and_keeps_the_system_prompt_quick(
     history: list[ModelMessage], processor: SlidingWindowProcessor | SummarizationProcessor, incremental: bool
@@ -108,7 +109,7 @@ def test_safe_cut_points_match_a_brute_force_check(history: list[ModelMessage]) 
 
 
 @given(history=histories())
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_safe_cut_points_match_a_brute_force_check_quick(history: list[ModelMessage]) -> None:
     # The same property over fewer histories, for the quick tier.
     check_cut_points(history)

@@ -31,6 +31,7 @@ from processors import SummarizationProcessor
 from session_store import SessionStore
 from testkit.histories import pair_violations
 from testkit.real_histories import histories
+from tests._hypothesis import examples
 
 pytestmark = pytest.mark.slow_on_postgresql  # the same codec and window code on both; SQLite's in the quick tier
 
@@ -91,7 +92,7 @@ async def _round_trip(url: str, history: list[ModelMessage]) -> None:
 
 
 @settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -5,6 +5,9 @@ from __future__ import annotations
 import sys
 
 import pytest
+from hypothesis import settings
+
+from tests._hypothesis import QUICK, examples, leaves_out_the_slow_tier
 
 INI = """
 [pytest]
@@ -98,3 +101,12 @@ def test_a_quick_test_that_starts_a_process_fails_naming_it(pytester: pytest.Pyt
     assert f"test_planted.py::test_starts_python {quick} subprocess.Popen ['{sys.executable}', '-c', 'pass']" in out
     assert f"test_planted.py::test_whose_fixture_runs_a_tool_at_teardown {quick} subprocess.Popen ['true']" in out
     assert 'Mark it `@pytest.mark.slow`' in out
+
+
+def test_a_run_leaving_out_the_slow_tier_runs_the_quick_hypothesis_budget(pytestconfig: pytest.Config) -> None:
+    # The saving of the quick profile is lost without a failure if conftest stops loading it: this run checks it.
+    quick = leaves_out_the_slow_tier(pytestconfig.option.markexpr)
+    assert settings().max_examples == settings.get_profile(QUICK if quick else 'default').max_examples
+    assert examples(25) == (8 if quick else 25) and examples(1) == 1
+    expressions = ('not slow', 'not  slow and not x', 'slow', '', 'not slowly')
+    assert [leaves_out_the_slow_tier(given) for given in expressions] == [True, True, False, False, False]
