@@ -30,6 +30,7 @@ from starlette.testclient import TestClient
 
 from processors import SummarizationProcessor
 from session_store import Encryption, SessionStore
+from session_store._offline import echo_model
 from session_store.web import create_app
 from testkit.postgres import PostgresUnavailable, require_postgres
 from testkit.scripted import ParallelToolAssistant, scripted_agent
@@ -138,6 +139,11 @@ def filled_database(backend: str, tmp_path_factory: pytest.TempPathFactory, temp
     finally:
         if backend == 'postgresql':
             templates.drop_later(url)
+
+
+ECHO = echo_model(delay=0)
+"""`--chat test`'s offline model without its pause between streamed words: these tests check what is streamed
+and stored, not its pace (the pause put seconds of sleep into the quick tier)."""
 
 
 @contextmanager

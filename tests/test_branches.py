@@ -133,6 +133,7 @@ async def test_a_rewind_must_not_split_a_tool_call_from_its_return(store_factory
         assert len(await session.branches()) == 1
 
 
+@pytest.mark.slow_on_postgresql
 async def test_branches_are_numbered_per_session_in_the_order_they_were_made(store_factory: StoreFactory) -> None:
     async with store_factory() as store:
         other = await store.session('other')
@@ -204,6 +205,7 @@ async def test_a_run_that_read_the_window_before_a_rewind_stores_nothing(store_f
         assert len(await session.history()) == 8
 
 
+@pytest.mark.slow_on_postgresql
 async def test_a_fork_starts_from_the_summary_its_source_had_there(
     store_factory: StoreFactory, new_database: Callable[[], str]
 ) -> None:

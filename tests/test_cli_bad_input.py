@@ -38,6 +38,7 @@ def session_ids(url: str) -> list[str]:
     return [info['session_id'] for info in json.loads(ok(invoke(url, 'sessions', '--json')))]
 
 
+@pytest.mark.slow_on_postgresql
 @pytest.mark.parametrize(
     ('args', 'said'),
     [

@@ -116,6 +116,7 @@ def test_branches_shows_the_tree_with_the_active_branch_marked(tree: str) -> Non
     assert [b['updated_at'] for b in listed] == [b.updated_at.isoformat() for b in branches(tree)]
 
 
+@pytest.mark.slow_on_postgresql
 def test_history_reads_a_branch_instead_of_the_active_path(tree: str) -> None:
     active = ok(invoke(tree, 'history', 'demo', '--all'))
     assert '[8] user: Turn M100' in active and 'Turn M2' not in active
@@ -178,6 +179,7 @@ def test_rewind_switch_and_fork_change_the_store_and_say_so(tree: str) -> None:
     assert sessions['demo']['message_count'] == 12
 
 
+@pytest.mark.slow_on_postgresql
 def test_export_and_import_carry_every_branch(tree: str, tmp_path: Path) -> None:
     path = tmp_path / 'demo.jsonl'
     exported = invoke(tree, 'export', 'demo', '--scope', 'u1', '-o', str(path))
@@ -194,6 +196,7 @@ def test_export_and_import_carry_every_branch(tree: str, tmp_path: Path) -> None
     assert ok(invoke(tree, 'branches', 'copy')).splitlines()[0] == "Session 'copy': 2 branches; branch 2 is active (●)"
 
 
+@pytest.mark.slow_on_postgresql
 def test_bad_ids_positions_and_tips_fail_in_one_line_and_change_nothing(tree: str) -> None:
     before, known = history(tree), branches(tree)
     fails(invoke(tree, 'rewind', 'demo', '99'), 'position must be 0 to 16', 'got 99')
@@ -218,6 +221,7 @@ def test_bad_ids_positions_and_tips_fail_in_one_line_and_change_nothing(tree: st
     assert missing.exit_code == 2 and "Missing option '--at'" in missing.output
 
 
+@pytest.mark.slow_on_postgresql
 def test_chat_rewinds_regenerates_lists_and_switches_between_lines(db_url: str) -> None:
     def reply(prompt: str) -> str:
         return f'assistant: (test model, offline) You said: {prompt}'

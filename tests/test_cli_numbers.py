@@ -50,6 +50,7 @@ def demo(new_database: NewDatabase) -> str:
     return new_database(fill=twenty_four_demo_turns)
 
 
+@pytest.mark.slow_on_postgresql
 def test_context_the_web_page_and_api_context_count_a_window_alike(demo: str) -> None:
     cli: dict[str, Any] = json.loads(ok(invoke(demo, 'context', 'demo', '--json')))
     text = ok(invoke(demo, 'context', 'demo'))
@@ -62,6 +63,7 @@ def test_context_the_web_page_and_api_context_count_a_window_alike(demo: str) ->
     assert session_api.json()['window']['tokens'] == tokens
 
 
+@pytest.mark.slow_on_postgresql
 def test_summaries_are_numbered_from_1_everywhere(demo: str) -> None:
     said = ok(invoke(demo, 'compact', 'demo', '--summarizer', 'test'))
     assert "Compacted 'demo': summary 3 folds in messages" in said

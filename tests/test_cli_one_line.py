@@ -43,6 +43,7 @@ def demo(new_database: NewDatabase) -> str:
     return new_database(fill=two_demo_turns)
 
 
+@pytest.mark.slow_on_postgresql
 def test_a_failed_chat_run_leaves_no_empty_session_behind(demo: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def unreachable(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise ModelAPIError('remote', 'Connection error.')
@@ -76,6 +77,7 @@ def test_a_postgresql_url_without_the_driver_is_not_called_a_model_error(
         assert 'Model error' not in line, line
 
 
+@pytest.mark.slow_on_postgresql
 def test_delete_of_a_scope_nothing_is_saved_under_fails(demo: str) -> None:
     fails(invoke(demo, 'delete', '--scope', 'typo', '--yes'), "No session is saved under scope 'typo'", 'nothing was')
     assert session_ids(demo) == ['demo']
@@ -95,6 +97,7 @@ def test_the_history_footer_on_an_encrypted_store_names_the_key_file(demo: str, 
     assert ok(CliRunner().invoke(main, words)).startswith('[3] ')
 
 
+@pytest.mark.slow_on_postgresql
 @pytest.mark.parametrize('command', ['encrypt', 'rekey'])
 def test_sealing_clear_data_asks_first_and_a_no_seals_nothing(demo: str, tmp_path: Path, command: str) -> None:
     keys = tmp_path / 'keys'

@@ -261,6 +261,7 @@ async def failing_turn(door: str, store: SessionStore, agent: Agent[None, str], 
     return str(error)
 
 
+@pytest.mark.slow_on_postgresql
 @pytest.mark.parametrize('door', DOORS)
 @pytest.mark.parametrize('kind', ['Summarization', 'ContextManagerCapability'])
 @pytest.mark.parametrize('store_processor', [False, True])

@@ -180,6 +180,7 @@ async def test_a_wrong_or_missing_key_is_a_clear_error_never_an_empty_history(st
     assert sorted(info.session_id for info in await store.sessions()) == ['alice', 'bob']
 
 
+@pytest.mark.slow_on_postgresql
 async def test_rotation_seals_everything_under_the_new_key_so_the_old_one_can_go(
     db_url: str, store_factory: StoreFactory
 ) -> None:
@@ -306,6 +307,7 @@ async def test_a_clear_store_is_encrypted_in_place_and_reads_correctly_while_mix
     assert dump_messages(window.messages[-2:]) == dump_messages(made[-2:])
 
 
+@pytest.mark.slow_on_postgresql
 async def test_forks_exports_and_conversations_keep_each_session_under_its_own_key(
     db_url: str, store_factory: StoreFactory
 ) -> None:
@@ -376,6 +378,7 @@ async def test_rekey_needs_keys_and_metadata_must_be_json(store_factory: StoreFa
     assert (await store.sessions())[0].metadata == {'tier': 'gold'}
 
 
+@pytest.mark.slow_on_postgresql
 def test_the_commands_take_keys_from_a_file_or_the_environment(
     db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -428,6 +431,7 @@ async def test_recall_finds_old_details_through_the_blind_index(store_factory: S
     assert f'record T2 for customer {MARKER}' in answer  # found by its words, read back opened
 
 
+@pytest.mark.slow_on_postgresql
 def test_the_web_pages_read_an_encrypted_store_given_its_keys(db_url: str) -> None:
     async def write() -> None:
         async with SessionStore(db_url, processor=summarizer(), encryption=keys('k1')) as store:

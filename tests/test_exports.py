@@ -157,6 +157,7 @@ async def tree(
     return await document(request, new_database, documents, 'tree', make_tree)
 
 
+@pytest.mark.slow_on_postgresql
 def test_json_lines_round_trip_the_document(exported: SessionExport) -> None:
     lines = list(exported.to_json_lines())
     kinds = [json.loads(line)['kind'] for line in lines]
@@ -169,6 +170,7 @@ def test_json_lines_round_trip_the_document(exported: SessionExport) -> None:
     assert list(again.to_json_lines()) == lines
 
 
+@pytest.mark.slow_on_postgresql
 def test_a_tree_round_trips_through_its_file(tree: SessionExport) -> None:
     lines = list(tree.to_json_lines())
     records = [json.loads(line) for line in lines]

@@ -32,6 +32,7 @@ def faulty_summarizer(fault: str, calls: list[int]) -> FunctionModel:
     return FunctionModel(summarize)
 
 
+@pytest.mark.slow_on_postgresql
 @pytest.mark.parametrize('fault', ['raise', 'hang', 'empty', 'oversized'])
 async def test_a_failing_summarizer_never_breaks_the_run_and_is_retried(
     store_factory: StoreFactory, fault: str

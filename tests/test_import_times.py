@@ -19,6 +19,7 @@ LATER = 1.5
 """Seconds between the conversation and its import."""
 
 
+@pytest.mark.slow_on_postgresql
 async def test_an_import_keeps_the_branches_updated_times(store_factory: StoreFactory) -> None:
     store = store_factory()
     session = await store.session('tree')

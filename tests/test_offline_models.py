@@ -47,6 +47,7 @@ def summary_texts(url: str, session_id: str) -> list[str]:
     return asyncio.run(go())
 
 
+@pytest.mark.slow_on_postgresql
 def test_compact_with_the_test_summarizer_stores_what_the_conversation_said(db_url: str) -> None:
     run_turns(db_url, 's', range(3))
     ok(invoke(db_url, 'compact', 's', '--summarizer', 'test', '--keep', '4'))

@@ -91,6 +91,7 @@ def on_request_with(model: Callable[[list[ModelMessage], AgentInfo], ModelRespon
     return SummarizationProcessor(FunctionModel(model), trigger=('messages', 1_000), keep=('messages', 4))
 
 
+@pytest.mark.slow_on_postgresql
 @pytest.mark.usefixtures('wide_console')
 def test_the_compact_command_and_chat_s_slash_compact(db_url: str) -> None:
     async def setup() -> None:

@@ -31,6 +31,7 @@ def system_prompts(message: ModelMessage) -> list[str]:
     return [p.content for p in message.parts if isinstance(p, SystemPromptPart)]
 
 
+@pytest.mark.slow_on_postgresql
 async def test_the_agents_compact_conversation_call_compacts_its_next_request_and_is_stored_with_the_run(
     store_factory: StoreFactory,
 ) -> None:
@@ -82,6 +83,7 @@ async def test_the_agents_compact_conversation_call_compacts_its_next_request_an
     assert len(await fresh.history('orders')) == 14
 
 
+@pytest.mark.slow_on_postgresql
 async def test_later_compactions_extend_the_stored_chain(store_factory: StoreFactory) -> None:
     summarizer, events, steps = Summarizer(), list[tuple[object, ...]](), list[int]()
 

@@ -105,6 +105,7 @@ async def test_a_sqlite_files_path_is_taken_as_that_file(tmp_path: Path, monkeyp
     assert {path.name for path in tmp_path.iterdir()} == {'data'}
 
 
+@pytest.mark.slow_on_postgresql
 @pytest.mark.parametrize('bad', ['', 'x' * 256, 'tab\there', 'nul\x00', 42, None])
 async def test_session_ids_must_be_printable_and_short(store_factory: StoreFactory, bad: object) -> None:
     async with store_factory() as store:
@@ -170,6 +171,7 @@ async def test_the_session_owns_its_history() -> None:
     await store.close()
 
 
+@pytest.mark.slow_on_postgresql
 @pytest.mark.through_pooler
 async def test_the_window_is_rebuilt_from_the_summary_and_the_kept_tail(store_factory: StoreFactory) -> None:
     async with store_factory(processor=summarizing()) as store:
@@ -263,6 +265,7 @@ async def test_delete_removes_one_session_only(store_factory: StoreFactory) -> N
         assert await store.summaries('kept')
 
 
+@pytest.mark.slow_on_postgresql
 async def test_export_then_import_into_a_fresh_database_round_trips(
     store_factory: StoreFactory, new_database: Callable[[], str]
 ) -> None:
@@ -309,6 +312,7 @@ async def test_stores_opening_one_empty_database_at_once_migrate_it_once(empty_s
     assert len(await stores[2].history('after', limit=None)) == 4
 
 
+@pytest.mark.slow_on_postgresql
 async def test_each_message_is_counted_once_and_the_count_kept(store_factory: StoreFactory) -> None:
     from tests.test_tokens import CountingCounter
 

@@ -46,6 +46,7 @@ OWN_TAGS = ['<script src="/static/app.js" defer>', '<img src="/static/icon.svg" 
 # Escaping
 
 
+@pytest.mark.slow_on_postgresql
 def test_hostile_text_renders_as_text_on_every_page(filled: str) -> None:
     pages = [
         '/',
@@ -223,6 +224,7 @@ def test_the_json_api_has_the_pages_data(filled: str) -> None:
 # Paging
 
 
+@pytest.mark.slow_on_postgresql
 def test_the_sessions_page_pages_through_every_session(filled: str) -> None:
     with web_client(filled) as client:
         first = client.get('/api/sessions?limit=2').json()
@@ -294,6 +296,7 @@ def test_the_app_mounts_under_a_path_in_another_server(filled: str) -> None:
             client.portal.call(store.close)
 
 
+@pytest.mark.slow_on_postgresql
 async def test_a_rewound_session_shows_its_branches(db_url: str, store_factory: StoreFactory) -> None:
     store = store_factory()
     await store.session('before', scope='user-9')  # so that the tree's tips (database-wide ids) are not its numbers

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from session_store import SessionStore
 from session_store._offline import echo_model
 from testkit.templates import NewDatabase
-from tests._web import SAME_ORIGIN, populate, sse_chunks, ui_message, web_client
+from tests._web import ECHO, SAME_ORIGIN, populate, sse_chunks, ui_message, web_client
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -54,7 +54,7 @@ def texts(api: dict[str, Any]) -> list[str]:
 
 
 async def test_a_message_streams_and_is_stored_in_the_session(filled: str) -> None:
-    with web_client(filled, chat_model='test') as client:
+    with web_client(filled, chat_model=ECHO) as client:
         chunks = send(client, {'trigger': 'submit-message', 'id': 'alpha', 'messages': [ui_message('w1', 'Hello <b>')]})
         # Streamed: the answer arrives in many deltas, a word at a time.
         deltas = [c for c in chunks if c['type'] == 'text-delta']
@@ -75,8 +75,9 @@ async def test_a_message_streams_and_is_stored_in_the_session(filled: str) -> No
     assert isinstance(last, ModelResponse) and last.model_name == 'test'
 
 
+@pytest.mark.slow_on_postgresql
 async def test_regenerate_and_edit_keep_the_replaced_turns_as_branches(filled: str) -> None:
-    with web_client(filled, chat_model='test') as client:
+    with web_client(filled, chat_model=ECHO) as client:
         send(client, {'trigger': 'submit-message', 'id': 'beta', 'messages': [ui_message('w1', 'first question')]})
         send(client, {'trigger': 'submit-message', 'id': 'beta', 'messages': [ui_message('w2', 'second question')]})
         html = client.get('/sessions/beta').text
@@ -105,13 +106,14 @@ async def test_regenerate_and_edit_keep_the_replaced_turns_as_branches(filled: s
 
 
 def test_a_new_session_starts_from_the_chat_endpoint(filled: str) -> None:
-    with web_client(filled, chat_model='test') as client:
+    with web_client(filled, chat_model=ECHO) as client:
         assert 'id="new-chat"' in client.get('/').text
         send(client, {'trigger': 'submit-message', 'id': 'brand-new', 'messages': [ui_message('n1', 'hello')]})
         listing = {i['session_id']: i for i in client.get('/api/sessions').json()['sessions']}
     assert listing['brand-new']['scope'] is None and listing['brand-new']['message_count'] == 2
 
 
+@pytest.mark.slow_on_postgresql
 def test_any_model_or_agent_can_chat(filled: str) -> None:
     agent = Agent(echo_model(delay=0), instructions='Be brief.')
     with web_client(filled, chat_model=agent) as client:
@@ -123,6 +125,7 @@ def test_any_model_or_agent_can_chat(filled: str) -> None:
     assert [p['content'] for p in request['parts'] if p['part_kind'] == 'user-prompt'] == ['hi']
 
 
+@pytest.mark.slow_on_postgresql
 async def test_a_session_that_made_many_requests_before_can_still_chat(
     db_url: str, store_factory: StoreFactory
 ) -> None:
@@ -134,7 +137,7 @@ async def test_a_session_that_made_many_requests_before_can_still_chat(
     agent = Agent(TestModel())
     for turn in range(default_limit + 1):
         await session.run(agent, f'turn {turn}')
-    with web_client(db_url, chat_model='test') as client:
+    with web_client(db_url, chat_model=ECHO) as client:
         chunks = send(
             client, {'trigger': 'submit-message', 'id': 'busy', 'messages': [ui_message('b1', 'still there?')]}
         )

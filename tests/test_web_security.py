@@ -17,7 +17,7 @@ from session_store.cli import main
 from session_store.web import check_bind, create_app, is_loopback
 from testkit.templates import NewDatabase, Templates
 from tests._cli import fails
-from tests._web import SAME_ORIGIN, filled_database, populate, session_ids, sse_chunks, ui_message, web_client
+from tests._web import ECHO, SAME_ORIGIN, filled_database, populate, session_ids, sse_chunks, ui_message, web_client
 
 StoreFactory = Callable[..., SessionStore]
 TOKEN = 's3cret-token'
@@ -67,6 +67,7 @@ def test_serve_without_the_web_extra_names_it(monkeypatch: pytest.MonkeyPatch) -
     fails(CliRunner().invoke(main, ['serve']), 'pip install "pydantic-ai-session-store[web]"', 'uvicorn')
 
 
+@pytest.mark.slow_on_postgresql
 def test_without_a_token_only_loopback_host_names_are_answered(filled: str) -> None:
     """A page on another site whose name was re-pointed at 127.0.0.1 (DNS rebinding) gets nothing."""
     with web_client(filled) as client:
@@ -112,6 +113,7 @@ def test_with_a_token_every_request_needs_it(filled: str) -> None:
         assert client.get('/api/sessions', headers={**bearer, 'Host': 'review.example:8000'}).status_code == 200
 
 
+@pytest.mark.slow_on_postgresql
 def test_the_login_form_sets_a_cookie_that_opens_the_pages(filled: str) -> None:
     with web_client(filled, token=TOKEN) as client:
         wrong = client.post('/login', data={'token': 'nope', 'next': '/sessions/alpha'}, headers=SAME_ORIGIN)
@@ -163,7 +165,7 @@ async def test_a_scope_confines_every_page_api_call_and_search(filled: str) -> N
 
 
 async def test_a_scoped_chat_reaches_only_its_own_sessions(writable: str) -> None:
-    with web_client(writable, scope='user-1', chat_model='test') as client:
+    with web_client(writable, scope='user-1', chat_model=ECHO) as client:
         other = client.post(
             '/api/chat', json={'trigger': 'submit-message', 'id': 'beta', 'messages': [ui_message('u1', 'hi')]},
             headers=SAME_ORIGIN,
@@ -182,9 +184,10 @@ async def test_a_scoped_chat_reaches_only_its_own_sessions(writable: str) -> Non
 # Writes: same origin only, and only with chat
 
 
+@pytest.mark.slow_on_postgresql
 def test_state_changes_need_a_page_of_this_server(writable: str) -> None:
     body = {'trigger': 'submit-message', 'id': 'c1', 'messages': [ui_message('u1', 'hi')]}
-    with web_client(writable, chat_model='test') as client:
+    with web_client(writable, chat_model=ECHO) as client:
         for headers in (
             {},
             {'Origin': 'http://evil.example'},
@@ -197,7 +200,7 @@ def test_state_changes_need_a_page_of_this_server(writable: str) -> None:
         assert client.get('/api/sessions/c1').status_code == 404  # nothing was stored
         by_referer = client.post('/api/chat', json=body, headers={'Referer': 'http://127.0.0.1/sessions/alpha'})
         assert by_referer.status_code == 200
-    with web_client(writable, chat_model='test', token=TOKEN) as client:
+    with web_client(writable, chat_model=ECHO, token=TOKEN) as client:
         bearer = {'Authorization': f'Bearer {TOKEN}'}
         assert client.post('/api/chat', json=body, headers=SAME_ORIGIN).status_code == 401
         assert client.post('/api/chat', json=body, headers=bearer).status_code == 403
@@ -221,6 +224,6 @@ def test_without_chat_nothing_writes(filled: str) -> None:
 
 
 def test_a_chat_request_without_a_session_id_is_400(filled: str) -> None:
-    with web_client(filled, chat_model='test') as client:
+    with web_client(filled, chat_model=ECHO) as client:
         for body in ({'trigger': 'submit-message', 'messages': []}, [1, 2], {'id': ''}, {'id': 'x' * 300}):
             assert client.post('/api/chat', json=body, headers=SAME_ORIGIN).status_code == 400, body

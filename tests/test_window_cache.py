@@ -32,6 +32,7 @@ async def assert_same_window(cached: SessionStore, fresh: SessionStore, session_
     assert (ours.messages, ours.positions) == (read.messages, read.positions)
 
 
+@pytest.mark.slow_on_postgresql
 async def test_cached_windows_are_what_a_fresh_read_gives(store_factory: StoreFactory) -> None:
     for processor in (summarizing(), SlidingWindowProcessor(trigger=('messages', 14), keep=('messages', 5))):
         store = store_factory(processor=processor)
