@@ -170,3 +170,7 @@ def __getattr__(name: str) -> Any:
 
         return SessionConflict
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), 'SessionConflict'})
