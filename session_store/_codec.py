@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
-
-import pydantic
-import pydantic_core
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
-from pydantic_ai.usage import RunUsage
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from .errors import StoreError
+
+if TYPE_CHECKING:
+    import pydantic
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.usage import RunUsage
 
 __all__ = (
     'decode',
@@ -23,12 +24,26 @@ __all__ = (
     'utc',
 )
 
-_MESSAGE: pydantic.TypeAdapter[ModelMessage] = pydantic.TypeAdapter(
-    ModelMessage, config=pydantic.ConfigDict(defer_build=True, ser_json_bytes='base64', val_json_bytes='base64')
-)
-"""One message, with the same settings as `ModelMessagesTypeAdapter`, so a stored row is one element of its list."""
+# The adapters are made on first use, importing pydantic-ai then: the review commands read stored values without it.
 
-_USAGE = pydantic.TypeAdapter(RunUsage)
+
+@cache
+def _message() -> pydantic.TypeAdapter[ModelMessage]:
+    """One message, with the same settings as `ModelMessagesTypeAdapter`, so a stored row is one element of its list."""
+    import pydantic
+    from pydantic_ai.messages import ModelMessage
+
+    return pydantic.TypeAdapter(
+        ModelMessage, config=pydantic.ConfigDict(defer_build=True, ser_json_bytes='base64', val_json_bytes='base64')
+    )
+
+
+@cache
+def _usage() -> pydantic.TypeAdapter[RunUsage]:
+    import pydantic
+    from pydantic_ai.usage import RunUsage
+
+    return pydantic.TypeAdapter(RunUsage)
 
 
 def dump_message(message: ModelMessage) -> str:
@@ -37,8 +52,10 @@ def dump_message(message: ModelMessage) -> str:
     Raises:
         ValueError: It can't be stored: text no database can hold (a lone surrogate), or a value JSON can't hold.
     """
+    import pydantic_core
+
     try:
-        return _MESSAGE.dump_json(message).decode()
+        return _message().dump_json(message).decode()
     except pydantic_core.PydanticSerializationError as error:
         raise ValueError(
             f'A {message.kind} of the run cannot be stored ({str(error).splitlines()[0]}); nothing of the run was '
@@ -47,15 +64,19 @@ def dump_message(message: ModelMessage) -> str:
 
 
 def load_message(payload: str | bytes) -> ModelMessage:
-    return _MESSAGE.validate_json(payload)
+    return _message().validate_json(payload)
 
 
 def dump_messages(messages: list[ModelMessage]) -> bytes:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
     return ModelMessagesTypeAdapter.dump_json(messages)
 
 
 def decode(session_id: str, position: int, payload: str) -> ModelMessage:
     """A stored message, or an error naming the session and position if its row is corrupt."""
+    import pydantic
+
     try:
         return load_message(payload)
     except (pydantic.ValidationError, ValueError) as error:
@@ -66,11 +87,11 @@ def decode(session_id: str, position: int, payload: str) -> ModelMessage:
 
 
 def dump_usage(usage: RunUsage) -> dict[str, Any]:
-    return _USAGE.dump_python(usage, mode='json')  # type: ignore[no-any-return]
+    return _usage().dump_python(usage, mode='json')  # type: ignore[no-any-return]
 
 
 def load_usage(data: dict[str, Any] | None) -> RunUsage:
-    return _USAGE.validate_python(data or {})
+    return _usage().validate_python(data or {})
 
 
 def now() -> datetime:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
-
-from processors import TiktokenCounter
+from typing import TYPE_CHECKING, Any
 
 from ._codec import dump_usage
 from .results import SessionWindow, StoredSummary
+
+if TYPE_CHECKING:
+    from processors import TiktokenCounter
 
 __all__ = ('call_text', 'media_note', 'one_line', 'summary_json', 'tiktoken_counter', 'window_tokens')
 
@@ -22,6 +23,8 @@ __all__ = ('call_text', 'media_note', 'one_line', 'summary_json', 'tiktoken_coun
 @cache
 def tiktoken_counter() -> TiktokenCounter:
     """The one `TiktokenCounter` of the process, made on first use: loading its encoding takes most of a second."""
+    from processors import TiktokenCounter  # with pydantic-ai, which what shows no window does without
+
     return TiktokenCounter()
 
 

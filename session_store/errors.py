@@ -2,11 +2,19 @@
 
 Every error the store raises for a reason of its own is a `StoreError`; a conflict is also pydantic-ai's
 `ConversationConflict`, and a refused export also a `ValueError`, so code written against either catches it.
+
+This module imports no pydantic-ai: `SessionConflict`, the one error built on a pydantic-ai class, is defined in
+`_conflict` and imported from there on first use, so the command line can map errors without importing pydantic-ai.
 """
 
 from __future__ import annotations
 
-from pydantic_ai.conversation_store import ConversationConflict
+from typing import TYPE_CHECKING, Any
+
+from ._store_error import StoreError
+
+if TYPE_CHECKING:
+    from ._conflict import SessionConflict
 
 __all__ = (
     'DatabaseLocked',
@@ -21,10 +29,6 @@ __all__ = (
     'StoreUnavailable',
     'SummarizerFailed',
 )
-
-
-class StoreError(Exception):
-    """Base class of the store's own errors."""
 
 
 class SchemaMismatch(StoreError):
@@ -159,20 +163,14 @@ class ExportError(StoreError, ValueError):
     """A file or document that is not a whole, consistent session export; says where and what is wrong."""
 
 
-class SessionConflict(ConversationConflict, StoreError):
-    """Another writer changed the session since this one read it; nothing of this run was stored.
+def __getattr__(name: str) -> Any:
+    # `SessionConflict` subclasses pydantic-ai's `ConversationConflict`: importing it imports pydantic-ai.
+    if name == 'SessionConflict':
+        from ._conflict import SessionConflict
 
-    Run it again (it will see the other writer's messages), or pass `wait=True` to wait for the
-    other writer instead of failing.
-    """
+        return SessionConflict
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
-    def __init__(
-        self,
-        session_id: str,
-        detail: str = 'changed while this run was in progress (another run on it was stored first)',
-        *,
-        advice: str = 'Run it again, or open the session with wait=True to queue behind the other writer.',
-    ) -> None:
-        super().__init__(session_id)
-        self.session_id = session_id
-        self.args = (f'Session {session_id!r} {detail}; nothing was stored. {advice}',)
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), 'SessionConflict'})

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.messages import ModelMessage
-from pydantic_ai.usage import RunUsage
+if TYPE_CHECKING:  # annotations only: the review commands build these views' plain fields without pydantic-ai
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.usage import RunUsage
 
 __all__ = (
     'Branch',
+    'Numbered',
     'Removed',
     'Resealed',
     'SearchHit',
@@ -38,8 +40,19 @@ class SessionInfo:
     """How many branches its tree has (`Session.branches()` lists them); 1 until one is rewound or regenerated."""
 
 
+class Numbered:
+    """A link of a summary chain, which people know by its number."""
+
+    index: int
+
+    @property
+    def number(self) -> int:
+        """How every listing numbers it, and the summaries' own text does: 1 for the first of the chain."""
+        return self.index + 1
+
+
 @dataclass(frozen=True)
-class StoredSummary:
+class StoredSummary(Numbered):
     """One link of a session's summary chain."""
 
     index: int
@@ -53,11 +66,6 @@ class StoredSummary:
     model_name: str | None
     usage: RunUsage
     created_at: datetime
-
-    @property
-    def number(self) -> int:
-        """How every listing numbers it, and the summaries' own text does: 1 for the first of the chain."""
-        return self.index + 1
 
 
 class SummaryChain(list[StoredSummary]):

@@ -21,8 +21,8 @@ from processors import SlidingWindowProcessor
 
 from ._arguments import check_seconds
 from ._codec import now
-from ._db.database import Database
-from ._db.engine import DEFAULT_URL, ServerOptions, database_url, server_options
+from ._db.engine import DEFAULT_URL
+from ._db.opening import database_at
 from ._history.archive import open_session, write_metadata
 from ._history.branches import fork
 from ._history.leases import Leases
@@ -95,11 +95,16 @@ class SessionStore:
             raise TypeError(
                 f'engine_options must be a mapping of create_async_engine arguments; got {engine_options!r}.'
             )
-        self.url, server = server_options(database_url(url), ServerOptions(transaction_pooler, engine_options or {}))
-        self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
-        self._database = Database(
-            self.url, migrate_empty=migrate, read_only=read_only, encryption=encryption, server=server
+        self._database = database_at(
+            url,
+            migrate=migrate,
+            read_only=read_only,
+            encryption=encryption,
+            transaction_pooler=transaction_pooler,
+            engine_options=engine_options,
         )
+        self.url = self._database.url
+        self.processor: WindowProcessor = processor if processor is not None else SlidingWindowProcessor()
         self._runs = Runs(self._database)
         self._leases = Leases(self._database)
         # Only a processor given makes pydantic-ai's door hand out windows and summaries (whole histories without).

@@ -44,7 +44,7 @@ from pydantic_ai.messages import (
 )
 
 from session_store._parts import PART_KINDS, Role, Side, kind_of
-from session_store.cli._render import render_messages, role
+from session_store.cli._messages import render_messages, role
 from session_store.web._present import message_views
 
 _AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

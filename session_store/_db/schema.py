@@ -14,11 +14,8 @@ from contextlib import ExitStack, asynccontextmanager
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, String, column, inspect, select, table, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
@@ -26,6 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import SchemaMismatch
 from .engine import SQLITE_BEGIN, in_memory
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 __all__ = ('SCHEMA_REVISION', 'check_schema', 'head_revision', 'migrations_dir', 'stamped_revision', 'upgrade')
 
@@ -41,6 +42,9 @@ def migrations_dir() -> Path:
 
 
 def _config(connection: Connection | None = None) -> Config:
+    # alembic is imported by what migrates or explains a revision, never by an open that finds `SCHEMA_REVISION`.
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option('script_location', str(migrations_dir()))
     config.attributes['connection'] = connection
@@ -49,6 +53,8 @@ def _config(connection: Connection | None = None) -> Config:
 
 @cache
 def _scripts() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config())
 
 
@@ -66,6 +72,8 @@ def _known_revisions() -> frozenset[str]:
 
 def _state(connection: Connection) -> tuple[str | None, bool]:
     """The database's revision, and whether it has any tables at all."""
+    from alembic.runtime.migration import MigrationContext
+
     revision = MigrationContext.configure(connection).get_current_revision()
     return revision, bool(inspect(connection).get_table_names())
 
@@ -81,6 +89,8 @@ async def upgrade(engine: AsyncEngine) -> None:
 
 
 def _upgrade(connection: Connection) -> None:
+    from alembic import command
+
     command.upgrade(_config(connection), 'head')
 
 

@@ -38,18 +38,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from pydantic_ai.messages import ModelMessage
-
-from processors import message_text
-
 from .._codec import decode
-from .._ui_ids import prompt_ui_id
 from ..encryption import Encryption
 from ..errors import KeyUnavailable
 from .fulltext import words
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from pydantic_ai.messages import ModelMessage
 
 __all__ = ('SEALED', 'Kind', 'Sealer', 'Vault', 'key_id_of')
 
@@ -154,13 +150,18 @@ class Sealer:
             return stored
         return json.loads(self.open(session_id, session_pk, kind, stored))
 
+    def payload(self, session_id: str, session_pk: int, position: int, stored: str) -> str:
+        """A stored payload opened: the message's JSON, as pydantic-ai serializes it."""
+        return self.open(session_id, session_pk, 'message', stored, f'the message at position {position}')
+
     def message(self, session_id: str, session_pk: int, position: int, stored: str) -> ModelMessage:
         """A stored payload opened and decoded, or an error naming the session and position."""
-        payload = self.open(session_id, session_pk, 'message', stored, f'the message at position {position}')
-        return decode(session_id, position, payload)
+        return decode(session_id, position, self.payload(session_id, session_pk, position, stored))
 
     def search_text(self, message: ModelMessage) -> str:
         """What the search index holds for `message`: its text, or when sealing, the blind index of its words."""
+        from processors import message_text  # only writes index messages: a read needs no pydantic-ai
+
         # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
         text = message_text(message).replace('\x00', '')
         if self.current is None:
@@ -174,6 +175,8 @@ class Sealer:
     def ui_id_form(self, message: ModelMessage) -> str | None:
         """What the `ui_message_id` column holds for `message`: the UI message id of a request holding a user prompt,
         or when sealing, its blind hash under the current key; `None` for any other message."""
+        from .._ui_ids import prompt_ui_id
+
         ui_id = prompt_ui_id(message)
         if ui_id is None:
             return None

@@ -1,8 +1,16 @@
-"""Reads for review: the sessions, a session's raw archive, and its summary chain."""
+"""Reads for review: the sessions, a session's raw archive, and its summary chain.
+
+Each read is its query and the decoding of its rows into plain values (`StoredSession`, `SummaryRecord`: usage
+as its stored JSON), which import no pydantic-ai, so the review commands print them without it; the store's
+public reads make their pydantic-ai views (`SessionInfo`, `StoredSummary`) from these same values.
+"""
 
 from __future__ import annotations
 
-from pydantic_ai.messages import ModelMessage
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -10,17 +18,74 @@ from .._arguments import check_count
 from .._codec import load_usage, utc
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
-from ..results import SessionInfo, StoredSummary, SummaryChain
+from ..results import Numbered, SessionInfo, StoredSummary, SummaryChain
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 from .tree import branch_segment, on_path, path_spans, summary_chain_on
 
-__all__ = ('list_sessions', 'read_history', 'read_summaries', 'stored_summary')
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
+__all__ = (
+    'StoredSession',
+    'SummaryRecord',
+    'list_sessions',
+    'read_history',
+    'read_summaries',
+    'session_records',
+    'stored_summary',
+    'summary_records',
+)
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """A stored session as its row holds it: the fields of a `SessionInfo`, its usage still the stored JSON."""
+
+    session_id: str
+    scope: str | None
+    message_count: int
+    summary_count: int
+    usage: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any]
+    branch_count: int
+
+    def info(self) -> SessionInfo:
+        """As `SessionStore.sessions()` hands it out: the usage a pydantic-ai `RunUsage`."""
+        return SessionInfo(**{**vars(self), 'usage': load_usage(self.usage)})
+
+
+@dataclass(frozen=True)
+class SummaryRecord(Numbered):
+    """A link of a summary chain as its row holds it (opened): the fields of a `StoredSummary`, its usage the stored
+    JSON."""
+
+    index: int
+    covers_from: int
+    covers_to: int
+    text: str
+    tokens: int
+    model_name: str | None
+    usage: dict[str, Any]
+    created_at: datetime
+
+    def summary(self) -> StoredSummary:
+        """As the store hands it out: the usage a pydantic-ai `RunUsage`."""
+        return StoredSummary(**{**vars(self), 'usage': load_usage(self.usage)})
 
 
 async def list_sessions(
     database: Database, *, scope: str | None, limit: int | None, offset: int = 0
 ) -> list[SessionInfo]:
     """The stored sessions, most recently updated first, skipping the first `offset`; under `scope`, only its own."""
+    return [record.info() for record in await session_records(database, scope=scope, limit=limit, offset=offset)]
+
+
+async def session_records(
+    database: Database, *, scope: str | None, limit: int | None, offset: int = 0
+) -> list[StoredSession]:
+    """`list_sessions`' sessions, as their rows hold them."""
     _check_page(offset, limit)
     newest_first = (SessionRow.updated_at.desc(), SessionRow.pk.desc())
     page = select(SessionRow.pk).order_by(*newest_first)
@@ -37,12 +102,12 @@ async def list_sessions(
         rows = (await db.execute(query)).all()
     sealer = database.sealer
     return [
-        SessionInfo(
+        StoredSession(
             session_id=row.session_id,
             scope=row.scope,
             message_count=row.message_count,
             summary_count=count,
-            usage=load_usage(row.usage),
+            usage=row.usage,
             created_at=utc(row.created_at),
             updated_at=utc(row.updated_at),
             metadata=sealer.open_json(row.session_id, row.pk, 'metadata', row.metadata_),
@@ -85,26 +150,37 @@ async def _branch_end(db: AsyncSession, row: SessionRow, branch: str | int) -> t
 async def read_summaries(database: Database, session_id: str, *, scope: str | None) -> SummaryChain:
     """The summary chain of the session's active path, oldest first (the links its window builds on), with how
     many summaries the session stores on its other branches."""
+    links, elsewhere = await summary_records(database, session_id, scope=scope)
+    return SummaryChain([link.summary() for link in links], elsewhere=elsewhere)
+
+
+async def summary_records(database: Database, session_id: str, *, scope: str | None) -> tuple[list[SummaryRecord], int]:
+    """`read_summaries`' chain as its rows hold it, and how many summaries the session stores besides."""
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
         chain = await summary_chain_on(db, row.pk, spans, ending_by=row.window_start)
         stored = await db.scalar(select(func.count(SummaryRow.pk)).where(SummaryRow.session_pk == row.pk)) or 0
     vault = database.sealer.vault(session_id, row.pk)
-    links = [stored_summary(vault, index, summary) for index, summary in enumerate(chain)]
-    return SummaryChain(links, elsewhere=stored - len(links))
+    links = [summary_record(vault, index, summary) for index, summary in enumerate(chain)]
+    return links, stored - len(links)
 
 
 def stored_summary(vault: Vault, index: int, summary: SummaryRow) -> StoredSummary:
     """A summary row as the store hands it back (opened), as link `index` of its chain."""
-    return StoredSummary(
+    return summary_record(vault, index, summary).summary()
+
+
+def summary_record(vault: Vault, index: int, summary: SummaryRow) -> SummaryRecord:
+    """A summary row opened, as link `index` of its chain."""
+    return SummaryRecord(
         index=index,
         covers_from=summary.covers_from,
         covers_to=summary.covers_to,
         text=vault.open('summary', summary.text),
         tokens=summary.tokens,
         model_name=summary.model_name,
-        usage=load_usage(summary.usage),
+        usage=summary.usage,
         created_at=utc(summary.created_at),
     )
 

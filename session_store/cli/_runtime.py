@@ -10,28 +10,42 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from functools import update_wrapper
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import click
-from alembic.util.exc import CommandError
-from pydantic_ai.conversation_store import ConversationConflict
-from pydantic_ai.exceptions import AgentRunError, UserError
 from rich.console import Console
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
+from .._db.database import Database
 from .._db.engine import sqlite_path
+from .._db.opening import database_at
 from ..encryption import Encryption
 from ..errors import StoreError
-from ..store import SessionStore, WindowProcessor
 from ._app import ENV_URL, Failure, Options
 
-__all__ = ('ENV_URL', 'Access', 'Failure', 'Settings', 'err', 'open_store', 'out', 'pass_settings', 'read', 'run')
+if TYPE_CHECKING:
+    from ..store import SessionStore, WindowProcessor
+
+__all__ = (
+    'ENV_URL',
+    'Access',
+    'Failure',
+    'Settings',
+    'err',
+    'open_store',
+    'out',
+    'pass_settings',
+    'read',
+    'review',
+    'run',
+)
 
 T = TypeVar('T')
 
@@ -110,6 +124,16 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _loaded(module: str, *names: str, also: tuple[type[BaseException], ...] = ()) -> tuple[type[BaseException], ...]:
+    """The exception classes `names` of `module` if it was imported (else none), after those `also`.
+
+    An exception of one of them can only have been raised if its module was imported: the review commands, which
+    import neither pydantic-ai nor alembic, map errors without importing them.
+    """
+    found = sys.modules.get(module)
+    return also if found is None else (*also, *(getattr(found, name) for name in names))
+
+
 def run(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
     """Run a subcommand's async body, turning every failure the user can cause or fix into one line and exit 1.
 
@@ -120,10 +144,10 @@ def run(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(work)
     except click.ClickException:
         raise
-    except (StoreError, ConversationConflict) as error:
+    except _loaded('pydantic_ai.conversation_store', 'ConversationConflict', also=(StoreError,)) as error:
         # SessionNotFound, SchemaMismatch, a corrupt row, a conflict: their messages already say what to do.
         raise Failure(str(error)) from None
-    except CommandError as error:  # alembic: e.g. a revision this version doesn't know
+    except _loaded('alembic.util.exc', 'CommandError') as error:  # e.g. a revision this version doesn't know
         raise Failure(f'Cannot migrate {settings.shown_url}: {_first_line(error)}') from None
     except SQLAlchemyError as error:
         cause = getattr(error, 'orig', None) or error
@@ -131,7 +155,8 @@ def run(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
     except OSError as error:
         reason = error.strerror or _first_line(error)
         raise Failure(f'Cannot reach the database at {settings.shown_url}: {reason}') from None
-    except (UserError, ImportError, AgentRunError) as error:  # a model name, provider package or key problem
+    except _loaded('pydantic_ai.exceptions', 'UserError', 'AgentRunError', also=(ImportError,)) as error:
+        # A model name, provider package or key problem.
         if isinstance(error, ImportError) and error.name in _DRIVERS:  # the database's, which says what to install
             raise Failure(_first_line(error)) from None
         raise Failure(f'Model error: {_first_line(error)}') from None
@@ -139,9 +164,9 @@ def run(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
         raise Failure(_first_line(error)) from None
 
 
-def _sqlite_file(store: SessionStore) -> Path | None:
-    """The SQLite file the store reads; `None` for servers, in-memory databases and `file:` URIs."""
-    path = sqlite_path(store.url)
+def _sqlite_file(url: URL) -> Path | None:
+    """The SQLite file at `url`; `None` for servers, in-memory databases and `file:` URIs."""
+    path = sqlite_path(url)
     return None if path is None or str(path).startswith('file:') else path
 
 
@@ -171,9 +196,9 @@ def _unopenable(path: Path, access: Access) -> str | None:
     return None
 
 
-def _check_file(settings: Settings, store: SessionStore, access: Access) -> None:
+def _check_file(settings: Settings, url: URL, access: Access) -> None:
     """Refuse, in a line saying why, a SQLite file that opening would create, or could not open for `access`."""
-    path = _sqlite_file(store)
+    path = _sqlite_file(url)
     if path is None:
         return
     if access != 'create' and not path.exists():
@@ -184,6 +209,38 @@ def _check_file(settings: Settings, store: SessionStore, access: Access) -> None
     # Only what would stop any reader: SQLite may still manage a write where the file system looks unwilling.
     if (reason := _unopenable(path, 'read')) is not None:
         raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.')
+
+
+class _Opened(Protocol):
+    """What `_ready` opens: a `SessionStore`, or for the review commands its `Database` alone."""
+
+    @property
+    def url(self) -> URL: ...
+
+    async def ready(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+OpenedT = TypeVar('OpenedT', bound=_Opened)
+
+
+@asynccontextmanager
+async def _ready(settings: Settings, opened: OpenedT, access: Access) -> AsyncIterator[OpenedT]:
+    """`opened`, its file checked and its schema, closed after (also when opening failed)."""
+    try:
+        _check_file(settings, opened.url, access)
+        try:
+            await opened.ready()
+        except OperationalError:
+            # SQLite says only "unable to open database file"; the file system may say why.
+            path = _sqlite_file(opened.url)
+            if path is None or (reason := _unopenable(path, access)) is None:
+                raise
+            raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.') from None
+        yield opened
+    finally:
+        await opened.close()
 
 
 @asynccontextmanager
@@ -197,6 +254,8 @@ async def open_store(
     mistyped path says so instead of leaving an empty database there. `create` makes and migrates a
     new database.
     """
+    from ..store import SessionStore  # it imports pydantic-ai, which the review commands do without
+
     store = SessionStore(
         settings.url,
         processor=processor,
@@ -204,22 +263,19 @@ async def open_store(
         read_only=access == 'read',
         encryption=settings.encryption(),
     )
-    try:
-        _check_file(settings, store, access)
-        try:
-            await store.ready()
-        except OperationalError:
-            # SQLite says only "unable to open database file"; the file system may say why.
-            path = _sqlite_file(store)
-            if path is None or (reason := _unopenable(path, access)) is None:
-                raise
-            raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.') from None
-        yield store
-    finally:
-        await store.close()  # also when opening failed
+    async with _ready(settings, store, access) as opened:
+        yield opened
 
 
 async def read(settings: Settings, query: Callable[[SessionStore], Awaitable[T]]) -> T:
     """One read against the store at `--db`: open it read-only (never creating it), ask, close."""
     async with open_store(settings) as store:
         return await query(store)
+
+
+async def review(settings: Settings, query: Callable[[Database], Awaitable[T]]) -> T:
+    """One read of the store's own queries (`_history.review`) against the database at `--db`, opened read-only as
+    `read` opens its store, without the rest of a `SessionStore` (and pydantic-ai with it)."""
+    database = database_at(settings.url, migrate=False, read_only=True, encryption=settings.encryption())
+    async with _ready(settings, database, 'read') as opened:
+        return await query(opened)

@@ -8,18 +8,20 @@ helpers here, so both say the same thing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.text import Text
 from rich.tree import Tree
 
 from ..results import Branch
-from ..session import Session
-from ..store import SessionStore
 from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, scope_option
 from ._render import echo_json, plural, print_suggestion, record_json
 from ._runtime import Failure, Settings, open_store, out, pass_settings, read, run
+
+if TYPE_CHECKING:  # `history` takes this module's --tip: its help and its run import no pydantic-ai
+    from ..session import Session
+    from ..store import SessionStore
 
 __all__ = (
     'branch_tree',

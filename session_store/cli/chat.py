@@ -16,7 +16,8 @@ from ..errors import StoreError
 from ..session import Session
 from ..store import SessionStore
 from ._app import NAME, db_option, main, scope_option
-from ._render import compaction_line, render_messages, role
+from ._messages import render_messages, role
+from ._render import compaction_line
 from ._runtime import Settings, err, open_store, out, pass_settings, run
 from ._summarizer import summarizer_options, summarizing
 from .branching import branch_tree, rewind_session, switch_session

@@ -1,31 +1,23 @@
 """Reviewing what a store holds: `sessions`, `history`, `summaries`, `context` and `search`.
 
 Each opens the store read-only (so a database on read-only media can be reviewed) and never creates
-a database or a schema.
+a database or a schema. `sessions` and `summaries` print the store's own reads as their rows hold them, importing
+no pydantic-ai (it takes most of their start-up); only their JSON, which gives usage as pydantic-ai dumps it, and
+the commands that show messages, import it, where they need it.
 """
 
 from __future__ import annotations
 
 import click
-from pydantic_ai.messages import CompactionPart, ModelRequest
 from rich.table import Table
 from rich.text import Text
 
 from .._display import summary_json, window_tokens
+from .._history.review import session_records, summary_records
 from ..results import SearchHit
 from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, scope_option
-from ._render import (
-    CLIP,
-    clip,
-    echo_json,
-    messages_json,
-    plural,
-    print_suggestion,
-    record_json,
-    render_messages,
-    role,
-)
-from ._runtime import Settings, out, pass_settings, read, run
+from ._render import CLIP, clip, echo_json, plural, print_suggestion, record_json
+from ._runtime import Settings, out, pass_settings, read, review, run
 from .branching import chosen_branch, tip_option
 
 __all__ = ('context', 'history', 'search', 'sessions', 'summaries')
@@ -43,11 +35,11 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
     Most recently updated first; --scope keeps only those saved under one scope. Tokens in/out are
     what the model providers reported (billed) for the session's runs.
     """
-    infos = run(settings, read(settings, lambda store: store.sessions(scope=scope, limit=limit)))
+    records = run(settings, review(settings, lambda database: session_records(database, scope=scope, limit=limit)))
     if as_json:
-        echo_json([record_json(info) for info in infos])
+        echo_json([record_json(record.info()) for record in records])
         return
-    if not infos:
+    if not records:
         under = f' under scope {scope!r}' if scope else ''
         out.print(f'No sessions{under} in {settings.shown_url}.')
         return
@@ -56,14 +48,16 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
         table.add_column(name, justify=justify, overflow='fold')  # type: ignore[arg-type]
     table.add_column('provider tokens in/out', justify='right')
     table.add_column('updated', justify='left')
-    for info in infos:
+    for record in records:
+        # The stored usage is pydantic-ai's dump of a `RunUsage`, whose counts default to 0.
+        tokens = record.usage.get('input_tokens', 0), record.usage.get('output_tokens', 0)
         table.add_row(
-            info.session_id,
-            info.scope or '',
-            f'{info.message_count:,}',
-            f'{info.summary_count:,}',
-            f'{info.usage.input_tokens:,} / {info.usage.output_tokens:,}',
-            info.updated_at.astimezone().strftime('%Y-%m-%d %H:%M'),
+            record.session_id,
+            record.scope or '',
+            f'{record.message_count:,}',
+            f'{record.summary_count:,}',
+            f'{tokens[0]:,} / {tokens[1]:,}',
+            record.updated_at.astimezone().strftime('%Y-%m-%d %H:%M'),
         )
     out.print(table, soft_wrap=False)
 
@@ -106,6 +100,8 @@ def history(
     `[14] tool lookup_order ⇒ {...}`. Pages of --limit messages; the footer gives the next page's command.
     The active path, unless --branch (or, for scripts, --tip) names another.
     """
+    from ._messages import messages_json, render_messages
+
     branch = chosen_branch(number, tip)
     # One message past the page tells whether there is a next page, without counting the archive.
     page = None if everything else limit + 1
@@ -154,14 +150,16 @@ def summaries(settings: Settings, session_id: str, scope: str | None, as_json: b
     Each summary extends the one before it with only the messages evicted since, so the ranges are
     contiguous and together cover everything before the current window.
     """
-    chain = run(settings, read(settings, lambda store: store.summaries(session_id, scope=scope)))
+    chain, elsewhere = run(
+        settings, review(settings, lambda database: summary_records(database, session_id, scope=scope))
+    )
     if as_json:
-        echo_json([summary_json(summary) for summary in chain])
+        echo_json([summary_json(summary.summary()) for summary in chain])
         return
     others = ''
-    if chain.elsewhere:
+    if elsewhere:
         see = settings.command('branches', session_id, *(['--scope', scope] if scope else []))
-        others = f'{plural(chain.elsewhere, "more summary")} stored on its other branches (see `{see}`)'
+        others = f'{plural(elsewhere, "more summary")} stored on its other branches (see `{see}`)'
     if not chain:
         fits = others or 'its whole archive still fits the window'
         out.print(f'Session {session_id!r} has no summaries on its active path: {fits}.')
@@ -204,6 +202,10 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
     further first, if the new prompt crosses a trigger). Token counts are as stored when each message was
     archived, and the request carrying the summary counted now with tiktoken: what the web page shows too.
     """
+    from pydantic_ai.messages import CompactionPart, ModelRequest
+
+    from ._messages import messages_json, render_messages
+
     window = run(settings, read(settings, lambda store: store.window(session_id, scope=scope)))
     tokens = window_tokens(window)
     if as_json:
@@ -246,6 +248,8 @@ def search(settings: Settings, text: str, scope: str | None, session_id: str | N
 
     Case-insensitive, newest first, across every session unless --session or --scope narrows it.
     """
+    from ._messages import messages_json, role
+
     hits = run(
         settings, read(settings, lambda store: store.search(text, scope=scope, session_id=session_id, limit=limit))
     )

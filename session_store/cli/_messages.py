@@ -1,0 +1,74 @@
+"""Showing messages: a line per message part for people (through `_parts`' one table), pydantic-ai's JSON for
+scripts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, assert_never
+
+from pydantic_ai.messages import ModelMessage, ModelRequest
+from rich.text import Text
+
+from .._codec import dump_messages
+from .._display import call_text, media_note, one_line
+from .._parts import PartKind, Reading, read_part
+from .._parts import message_role as role  # under the name the commands import
+from ._render import clip
+
+__all__ = ('messages_json', 'render_messages', 'role')
+
+
+def _line(kind: PartKind, said: Reading) -> tuple[str, str, str]:
+    """A part as (speaker, style, text), by its role."""
+    role = kind.role
+    match role:
+        case 'system':
+            return 'system', 'magenta', said.text
+        case 'user':
+            return 'user', 'bold cyan', f'{said.text} {media_note(said.media)}'.strip() if said.media else said.text
+        case 'summary':
+            return 'summary', 'bold yellow', said.text
+        case 'compaction':
+            return f'compaction{f" by {said.provider}" if said.provider else ""}', 'yellow', said.text
+        case 'tool-return':
+            outcome = '' if said.outcome == 'success' else f'({said.outcome}) '
+            speaker = f'{"native" if kind.native else "tool"} {said.tool_name} ⇒'
+            return speaker, 'green', outcome + one_line(said.value)
+        case 'retry':
+            return f'retry{f" {said.tool_name}" if said.tool_name else ""}', 'red', one_line(said.value)
+        case 'assistant':
+            return 'assistant', 'bold blue', said.text
+        case 'thinking':
+            return 'assistant (thinking)', 'dim blue', said.text
+        case 'tool-call':
+            return f'assistant →{" native" if kind.native else ""}', 'blue', call_text(said.tool_name, said.value)
+        case 'file':
+            return 'assistant file', 'blue', said.text
+        case 'speech':
+            return 'speech', 'cyan', said.text
+        case 'other':
+            return kind.name, 'dim', said.text
+    assert_never(role)
+
+
+def render_messages(
+    messages: Sequence[ModelMessage], positions: Sequence[int], *, full: bool = False
+) -> Iterator[Text]:
+    """Each message part as one line, `[position] speaker: text`; instructions only where they change."""
+    instructions: str | None = None
+    for position, message in zip(positions, messages, strict=True):
+        label = f'[{position}] '
+        if isinstance(message, ModelRequest) and message.instructions and message.instructions != instructions:
+            instructions = message.instructions
+            yield Text.assemble((label, 'dim'), ('instructions', 'magenta'), ': ', clip(instructions, full))
+        for part in message.parts:
+            speaker, style, text = _line(*read_part(part, message))
+            separator = ' ' if speaker.endswith(('→', '⇒')) else ': '
+            yield Text.assemble((label, 'dim'), (speaker, style), separator, clip(text, full))
+
+
+def messages_json(messages: Sequence[ModelMessage]) -> list[Any]:
+    """Messages as pydantic-ai's own JSON (what `ModelMessagesTypeAdapter` loads back)."""
+    loaded: list[Any] = json.loads(dump_messages(list(messages)))
+    return loaded
