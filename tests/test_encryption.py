@@ -413,6 +413,25 @@ def test_the_commands_take_keys_from_a_file_or_the_environment(
     fails(invoke('history', 'alice', keys='k1'), f'${ENV_KEYS}: key 1 is not written as ID=SECRET')
 
 
+def test_the_listings_refuse_a_sealed_store_without_its_key_before_printing(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `sessions` and `summaries` read rows without a `SessionStore`: a value they can't open still fails the whole
+    # read, in one line, before any of it is printed, as the store's own reads do.
+    async def write() -> None:
+        async with SessionStore(db_url, processor=summarizer(), encryption=keys('k1')) as sealed:
+            await converse(sealed, 'alice', 8)
+            await sealed.set_metadata('alice', {'tier': 'gold'})
+            assert await sealed.summaries('alice')
+
+    asyncio.run(write())
+    monkeypatch.delenv(ENV_KEYS, raising=False)
+    for command in (['summaries', 'alice'], ['sessions']):
+        done = CliRunner().invoke(main, ['--db', db_url, *command])
+        fails(done, "Session 'alice'", "key 'k1'", 'no keys')
+        assert done.stdout == '', done.stdout
+
+
 async def test_recall_finds_old_details_through_the_blind_index(store_factory: StoreFactory) -> None:
     store = store_factory(processor=summarizer(), encryption=keys('k1'))
     await converse(store, 'alice', 8)
