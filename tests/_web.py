@@ -6,7 +6,6 @@ test's database, as a server would: the store that filled the database is not sh
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -121,24 +120,22 @@ async def session_ids(url: str) -> list[str]:
 def filled_database(backend: str, tmp_path_factory: pytest.TempPathFactory, templates: Templates) -> Iterator[str]:
     """A new database on `backend` (`sqlite` or `postgresql`), `populate`d, for a module's tests that only read.
 
-    A copy of the run's migrated template, as the repo's `new_database` fixture makes; like it, without a
-    PostgreSQL server its cases skip, except under CI.
+    A copy of the run's template that `populate` filled once, as the repo's `new_database(fill=populate)` makes;
+    like it, without a PostgreSQL server its cases skip, except under CI.
     """
     if backend == 'sqlite':
         path = tmp_path_factory.mktemp('web') / 'sessions.db'
-        templates.sqlite_copy(path)
-        url = f'sqlite+aiosqlite:///{path}'
-    else:
-        try:
-            url = templates.postgresql_copy(require_postgres())
-        except PostgresUnavailable as error:
-            pytest.skip(str(error))
+        templates.sqlite_copy(path, populate)
+        yield f'sqlite+aiosqlite:///{path}'
+        return
     try:
-        asyncio.run(populate(url))
+        url = templates.postgresql_copy(require_postgres(), populate)
+    except PostgresUnavailable as error:
+        pytest.skip(str(error))
+    try:
         yield url
     finally:
-        if backend == 'postgresql':
-            templates.drop_later(url)
+        templates.drop_later(url)
 
 
 ECHO = echo_model(delay=0)
