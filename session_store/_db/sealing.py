@@ -150,13 +150,10 @@ class Sealer:
             return stored
         return json.loads(self.open(session_id, session_pk, kind, stored))
 
-    def payload(self, session_id: str, session_pk: int, position: int, stored: str) -> str:
-        """A stored payload opened: the message's JSON, as pydantic-ai serializes it."""
-        return self.open(session_id, session_pk, 'message', stored, f'the message at position {position}')
-
     def message(self, session_id: str, session_pk: int, position: int, stored: str) -> ModelMessage:
         """A stored payload opened and decoded, or an error naming the session and position."""
-        return decode(session_id, position, self.payload(session_id, session_pk, position, stored))
+        payload = self.open(session_id, session_pk, 'message', stored, f'the message at position {position}')
+        return decode(session_id, position, payload)
 
     def search_text(self, message: ModelMessage) -> str:
         """What the search index holds for `message`: its text, or when sealing, the blind index of its words."""
