@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from processors import SlidingWindowProcessor, SummarizationProcessor, count_tok
 from session_store import SchemaMismatch, SessionConflict, SessionNotFound, SessionStore, StoreError
 from session_store._db.schema import head_revision
 from session_store._history.records import RunRecord
+from session_store._history.review import StoredSession, SummaryRecord
+from session_store.results import SessionInfo, StoredSummary
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, Stop, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]
@@ -326,3 +329,10 @@ async def test_each_message_is_counted_once_and_the_count_kept(store_factory: St
     # it rebuilds; the stored window itself is never counted again.
     assert len(archived) <= counter.counted <= len(archived) + 2 * 20
     assert exported.tokens == [count_tokens_approximately([m]) for m in archived]
+
+
+@pytest.mark.parametrize(('record', 'view'), [(StoredSession, SessionInfo), (SummaryRecord, StoredSummary)])
+def test_the_review_reads_records_carry_every_field_of_the_view_made_from_them(record: type, view: type) -> None:
+    # The listings print the records and the store hands out views built from them field by field (the usage
+    # made a RunUsage): a field added to a view alone would take its default there, silently.
+    assert [field.name for field in dataclasses.fields(record)] == [field.name for field in dataclasses.fields(view)]
