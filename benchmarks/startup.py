@@ -9,7 +9,8 @@ Run it from the repo root (the project venv):
 Each command runs as a user's shell runs it (pyproject.toml's console-script entry point, in a new interpreter) on
 a small SQLite store made first through the public API; every figure is the median over `--repeats`, the commands
 taken in turn within each repeat so load from other processes falls on each alike. The target (issue 29): the
-help and the review commands answer within 1.0 s of wall time.
+help and the review commands answer within 1.0 s of wall time; `history --json` (pydantic-ai's own JSON, so it
+imports pydantic-ai) is shown beside them for scale.
 """
 
 # The third-party imports follow the environment bootstrap, which must run first.
@@ -49,6 +50,8 @@ class Timed:
 
     label: str
     argv: list[str]
+    held: bool = True
+    """Held to the target: not a `--json` form, which imports pydantic-ai to print its own JSON."""
     walls: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)
 
@@ -89,13 +92,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         url = f'sqlite+aiosqlite:///{Path(folder) / "seeded.db"}'
         messages = asyncio.run(_seed(url))
-        commands = [['--help'], ['history', '--help'], ['sessions'], ['history', 'seeded'], ['summaries', 'seeded']]
+        commands = [
+            ['--help'],
+            ['history', '--help'],
+            ['sessions'],
+            ['history', 'seeded'],
+            ['search', 'M1'],
+            ['summaries', 'seeded'],
+            ['history', 'seeded', '--json'],
+        ]
         baseline = Timed('python -c pass', [sys.executable, '-c', 'pass'])
         database = {'--help': []}  # the help reaches no database
         timed = [
             Timed(
                 f'session-store {" ".join(words)}',
                 [sys.executable, '-c', command_program([*words, *database.get(words[-1], ['--db', url])])],
+                held='--json' not in words,
             )
             for words in commands
         ]
@@ -108,10 +120,10 @@ def main() -> None:
     print(f'median of {repeats} runs each; a SQLite store of 1 session, {messages} messages')
     print(f'startup: {baseline.label}: wall {baseline.wall:.3f} s, cpu {baseline.cpu:.3f} s')
     for each in timed:
-        verdict = 'met' if each.wall <= TARGET else 'MISSED'
+        verdict = f'target <= {TARGET} s: {"met" if each.wall <= TARGET else "MISSED"}' if each.held else 'no target'
         print(
             f'startup: {each.label}: wall {each.wall:.3f} s, cpu {each.cpu:.3f} s -> '
-            f'{each.wall / baseline.wall:.1f} x python -c pass (target <= {TARGET} s: {verdict})'
+            f'{each.wall / baseline.wall:.1f} x python -c pass ({verdict})'
         )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -21,6 +23,8 @@ __all__ = (
     'load_message',
     'load_usage',
     'now',
+    'parse',
+    'stored_form',
     'utc',
 )
 
@@ -73,6 +77,13 @@ def dump_messages(messages: list[ModelMessage]) -> bytes:
     return ModelMessagesTypeAdapter.dump_json(messages)
 
 
+def stored_form(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
+    """Messages in the JSON form a row's payload holds (pydantic-ai's own): what `_parts` reads, and `--json` prints."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    return ModelMessagesTypeAdapter.dump_python(list(messages), mode='json')  # type: ignore[no-any-return]
+
+
 def decode(session_id: str, position: int, payload: str) -> ModelMessage:
     """A stored message, or an error naming the session and position if its row is corrupt."""
     import pydantic
@@ -80,10 +91,31 @@ def decode(session_id: str, position: int, payload: str) -> ModelMessage:
     try:
         return load_message(payload)
     except (pydantic.ValidationError, ValueError) as error:
-        raise StoreError(
-            f'Session {session_id!r}: the message at position {position} is corrupt and cannot be read '
-            f'({str(error).splitlines()[0]}). Other messages and sessions are unaffected.'
-        ) from None
+        raise _corrupt(session_id, position, str(error)) from None
+
+
+def parse(session_id: str, position: int, payload: str) -> dict[str, Any]:
+    """A stored message in its JSON form (see `stored_form`), without pydantic-ai; the error `decode` gives if the row
+    holds no request or response of parts."""
+    try:
+        message = json.loads(payload)
+    except ValueError as error:
+        raise _corrupt(session_id, position, str(error)) from None
+    parts = message.get('parts') if isinstance(message, dict) else None
+    if not (
+        isinstance(parts, list)
+        and message.get('kind') in ('request', 'response')
+        and all(isinstance(part, dict) and isinstance(part.get('part_kind'), str) for part in parts)
+    ):
+        raise _corrupt(session_id, position, 'not a request or a response of parts')
+    return message  # type: ignore[no-any-return]
+
+
+def _corrupt(session_id: str, position: int, reason: str) -> StoreError:
+    return StoreError(
+        f'Session {session_id!r}: the message at position {position} is corrupt and cannot be read '
+        f'({reason.splitlines()[0]}). Other messages and sessions are unaffected.'
+    )
 
 
 def dump_usage(usage: RunUsage) -> dict[str, Any]:

@@ -3,8 +3,10 @@ before it answers, and what Ctrl-C prints, during its imports or after.
 
 Which modules a command imported is a deterministic check of its start-up (the wall time is measured in
 `benchmarks/startup.py`, never asserted here): `--help` needs click alone, not pydantic-ai, SQLAlchemy or alembic,
-which take seconds to import on a small machine; a review command's own help, `sessions` and `summaries` need
-SQLAlchemy at most, never pydantic-ai or alembic (issue 29: they answer within a second).
+which take seconds to import on a small machine; a review command's own help, `sessions`, `summaries`, and the
+human forms of `history` and `search` need SQLAlchemy at most, never pydantic-ai or alembic (issue 29: they answer
+within a second). The `--json` forms, which print pydantic-ai's own normalised JSON, and `context`, which rebuilds
+the window with the store's processor and counts its tokens, import pydantic-ai.
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ LIGHT_RUNS = (
     (['sessions', '--scope', 'nobody'], 0),
     (['summaries', 'seeded'], 0),
     (['summaries', 'nobody'], 1),
+    (['history', 'seeded'], 0),
+    (['history', 'seeded', '--offset', '2', '--limit', '3'], 0),
+    (['history', 'nobody'], 1),
+    (['search', 'M1'], 0),
+    (['search', 'M1', '--session', 'seeded'], 0),
+    (['search', 'M1', '--session', 'nobody'], 1),
 )
 """Runs that read the store with SQLAlchemy alone, with the exit code each ends with: an unknown session's error is
 mapped to its line without pydantic-ai too."""
@@ -85,7 +93,7 @@ def test_the_review_commands_help_imports_neither_pydantic_ai_nor_alembic(tmp_pa
         assert not _imported(tmp_path, command, '--help') & {'pydantic_ai', 'alembic'}, command
 
 
-async def test_sessions_and_summaries_read_the_store_without_pydantic_ai_or_alembic(tmp_path: Path) -> None:
+async def test_the_listings_read_the_store_without_pydantic_ai_or_alembic(tmp_path: Path) -> None:
     # The commands still import what they need when run (the group finds each in its module): SQLAlchemy.
     url = await _seeded(tmp_path)
     for command, code in LIGHT_RUNS:
@@ -96,7 +104,12 @@ async def test_sessions_and_summaries_read_the_store_without_pydantic_ai_or_alem
 
 async def test_the_commands_showing_messages_import_pydantic_ai_when_run(tmp_path: Path) -> None:
     url = await _seeded(tmp_path)
-    for command in (['history', 'seeded'], ['sessions', '--json']):
+    for command in (
+        ['history', 'seeded', '--json'],
+        ['search', 'M1', '--json'],
+        ['sessions', '--json'],
+        ['context', 'seeded'],
+    ):
         assert {'pydantic_ai', 'sqlalchemy'} <= _imported(tmp_path, *command, '--db', url), command
 
 

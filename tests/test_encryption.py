@@ -416,8 +416,8 @@ def test_the_commands_take_keys_from_a_file_or_the_environment(
 def test_the_listings_refuse_a_sealed_store_without_its_key_before_printing(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `sessions` and `summaries` read rows without a `SessionStore`: a value they can't open still fails the whole
-    # read, in one line, before any of it is printed, as the store's own reads do.
+    # `sessions`, `summaries` and `history` read rows without a `SessionStore`: a value they can't open still fails
+    # the whole read, in one line, before any of it is printed, as the store's own reads do.
     async def write() -> None:
         async with SessionStore(db_url, processor=summarizer(), encryption=keys('k1')) as sealed:
             await converse(sealed, 'alice', 8)
@@ -426,7 +426,7 @@ def test_the_listings_refuse_a_sealed_store_without_its_key_before_printing(
 
     asyncio.run(write())
     monkeypatch.delenv(ENV_KEYS, raising=False)
-    for command in (['summaries', 'alice'], ['sessions']):
+    for command in (['summaries', 'alice'], ['sessions'], ['history', 'alice']):
         done = CliRunner().invoke(main, ['--db', db_url, *command])
         fails(done, "Session 'alice'", "key 'k1'", 'no keys')
         assert done.stdout == '', done.stdout

@@ -152,8 +152,11 @@ class Sealer:
 
     def message(self, session_id: str, session_pk: int, position: int, stored: str) -> ModelMessage:
         """A stored payload opened and decoded, or an error naming the session and position."""
-        payload = self.open(session_id, session_pk, 'message', stored, f'the message at position {position}')
-        return decode(session_id, position, payload)
+        return decode(session_id, position, self.payload(session_id, session_pk, position, stored))
+
+    def payload(self, session_id: str, session_pk: int, position: int, stored: str) -> str:
+        """A stored payload opened: the message's JSON, which the review reads show without decoding it."""
+        return self.open(session_id, session_pk, 'message', stored, f'the message at position {position}')
 
     def search_text(self, message: ModelMessage) -> str:
         """What the search index holds for `message`: its text, or when sealing, the blind index of its words."""
@@ -234,6 +237,9 @@ class Vault:
 
     def message(self, position: int, stored: str) -> ModelMessage:
         return self.sealer.message(self.session_id, self.session_pk, position, stored)
+
+    def payload(self, position: int, stored: str) -> str:
+        return self.sealer.payload(self.session_id, self.session_pk, position, stored)
 
 
 def _derive(master: bytes, info: bytes) -> bytes:

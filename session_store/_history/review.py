@@ -1,21 +1,23 @@
 """Reads for review: the sessions, a session's raw archive, and its summary chain.
 
 Each read is its query and the decoding of its rows into plain values (`StoredSession`, `SummaryRecord`: usage
-as its stored JSON), which import no pydantic-ai, so the review commands print them without it; the store's
-public reads make their pydantic-ai views (`SessionInfo`, `StoredSummary`) from these same values.
+as its stored JSON; `StoredMessage`: a message as its stored JSON), which import no pydantic-ai, so the review
+commands print them without it; the store's public reads make their pydantic-ai views (`SessionInfo`,
+`StoredSummary`, `ModelMessage`) from these same values.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .._arguments import check_count
-from .._codec import load_usage, utc
+from .._codec import decode, load_usage, parse, utc
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
 from ..results import Numbered, SessionInfo, StoredSummary, SummaryChain
@@ -26,8 +28,10 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
 __all__ = (
+    'StoredMessage',
     'StoredSession',
     'SummaryRecord',
+    'history_records',
     'list_sessions',
     'read_history',
     'read_summaries',
@@ -73,6 +77,24 @@ class SummaryRecord(Numbered):
     def summary(self) -> StoredSummary:
         """As the store hands it out: the usage a pydantic-ai `RunUsage`."""
         return StoredSummary(**{**vars(self), 'usage': load_usage(self.usage)})
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """An archived message as its row holds it (opened): its JSON, made a pydantic-ai message only when asked."""
+
+    session_id: str
+    position: int
+    payload: str
+
+    @cached_property
+    def stored(self) -> dict[str, Any]:
+        """The message in its stored JSON form, which `_parts` reads; an error naming it if its row is corrupt."""
+        return parse(self.session_id, self.position, self.payload)
+
+    def message(self) -> ModelMessage:
+        """As the store hands it out: a pydantic-ai message."""
+        return decode(self.session_id, self.position, self.payload)
 
 
 async def list_sessions(
@@ -127,6 +149,20 @@ async def read_history(
     branch: str | int | None = None,
 ) -> list[ModelMessage]:
     """`limit` messages from position `offset` (`None`: all of them) of the active path, or of `branch`'s."""
+    records = await history_records(database, session_id, scope=scope, offset=offset, limit=limit, branch=branch)
+    return [record.message() for record in records]
+
+
+async def history_records(
+    database: Database,
+    session_id: str,
+    *,
+    scope: str | None,
+    offset: int,
+    limit: int | None,
+    branch: str | int | None = None,
+) -> list[StoredMessage]:
+    """`read_history`'s messages, as their rows hold them."""
     _check_page(offset, limit)
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
@@ -137,7 +173,7 @@ async def read_history(
             query = query.limit(limit)
         rows = (await db.execute(query)).all()
     vault = database.sealer.vault(session_id, row.pk)
-    return [vault.message(position, payload) for position, payload in rows]
+    return [StoredMessage(session_id, position, vault.payload(position, payload)) for position, payload in rows]
 
 
 async def _branch_end(db: AsyncSession, row: SessionRow, branch: str | int) -> tuple[int, int]:

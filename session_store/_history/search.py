@@ -1,4 +1,8 @@
-"""Search over the archive: a phrase as typed (LIKE), or words through each database's full-text index."""
+"""Search over the archive: a phrase as typed (LIKE), or words through each database's full-text index.
+
+A hit is read as its row holds it (`SearchRecord`, importing no pydantic-ai, which `session-store search` prints);
+`SessionStore.search` makes its `SearchHit`s from these same records.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +11,22 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Literal
 
-from pydantic_ai.messages import ModelMessage
 from sqlalchemy import Row, Select, and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from processors import message_text
-
 from .._arguments import check_count, check_text
+from .._codec import parse
 from .._db.database import Database, find_session
 from .._db.fulltext import rank_by_words, words
 from .._db.sealing import Sealer
+from .._parts import message_text
 from .._telemetry import span
 from ..results import SearchHit
 from ..rows import MessageRow, SessionRow
+from .review import StoredMessage
 from .tree import active_paths
 
-__all__ = ('MAX_SEARCH', 'search')
+__all__ = ('MAX_SEARCH', 'SearchRecord', 'search', 'search_records')
 
 MAX_SEARCH = 1_000
 """The longest search text, in characters."""
@@ -32,6 +36,21 @@ _HitRow = Row[str, int, str | None, int, str]
 
 _PHRASE_PAGE = 200
 """Candidates an encrypted store's phrase search opens at a time, checking each for the phrase."""
+
+
+@dataclass(frozen=True)
+class SearchRecord(StoredMessage):
+    """A search hit as its row holds it (opened): the fields of a `SearchHit`, its message still the stored JSON."""
+
+    scope: str | None
+    text: str
+    """What the hit shows: what the message says, as a clear store indexes it."""
+
+    def hit(self) -> SearchHit:
+        """As `SessionStore.search()` hands it out: the message a pydantic-ai one."""
+        return SearchHit(
+            session_id=self.session_id, scope=self.scope, position=self.position, message=self.message(), text=self.text
+        )
 
 
 async def search(
@@ -45,6 +64,23 @@ async def search(
     branches: Literal['active', 'all'] = 'active',
 ) -> list[SearchHit]:
     """Messages matching `text`; see `SessionStore.search`. An unknown `session_id` is `SessionNotFound`."""
+    found = await search_records(
+        database, text, scope=scope, session_id=session_id, limit=limit, match=match, branches=branches
+    )
+    return [record.hit() for record in found]
+
+
+async def search_records(
+    database: Database,
+    text: str,
+    *,
+    scope: str | None,
+    session_id: str | None,
+    limit: int,
+    match: Literal['phrase', 'words'],
+    branches: Literal['active', 'all'] = 'active',
+) -> list[SearchRecord]:
+    """`search`'s hits, as their rows hold them."""
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_SEARCH or '\x00' in text:
         raise ValueError(f'search text must be a string of 1 to {MAX_SEARCH} characters, without NUL.')
     check_text(text, 'text')
@@ -59,7 +95,7 @@ async def search(
     if scope is not None:
         query = query.where(SessionRow.scope == scope)
     sealer = database.sealer
-    found: list[tuple[_HitRow, ModelMessage]]
+    found: list[SearchRecord]
     with span('search', database.backend, session_id, match=match, branches=branches) as current:
         async with database.read() as db:
             session_pk = None
@@ -84,10 +120,7 @@ async def search(
             else:
                 found = await matching.phrase(text, limit)
         current.set_attribute('session_store.hits', len(found))
-    return [
-        SearchHit(session_id=sid, scope=sc, position=pos, message=message, text=_text(message))
-        for (sid, _, sc, pos, _), message in found
-    ]
+    return found
 
 
 @dataclass
@@ -100,13 +133,13 @@ class _Matching:
     sealer: Sealer
     session_pk: int | None
 
-    async def phrase(self, text: str, limit: int) -> list[tuple[_HitRow, ModelMessage]]:
+    async def phrase(self, text: str, limit: int) -> list[SearchRecord]:
         """Messages whose text holds `text` as typed (any case), newest first: a LIKE over clear text."""
         escaped = text.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_')
         phrase = MessageRow.text.ilike(f'%{escaped}%', escape='\\')
         return self._opened(await self._rows(self.query.where(phrase).order_by(MessageRow.pk.desc()).limit(limit)))
 
-    async def phrase_in_sealed(self, text: str, limit: int) -> list[tuple[_HitRow, ModelMessage]]:
+    async def phrase_in_sealed(self, text: str, limit: int) -> list[SearchRecord]:
         """The same, where the index holds blind words: messages with every word, opened and checked for the phrase.
 
         Whole words only (a blind index can't match part of one), best match first.
@@ -116,15 +149,15 @@ class _Matching:
             return []
         wanted = text.lower()
         ranked = rank_by_words(self.query, self.dialect, terms, every=True, session_pk=self.session_pk)
-        found: list[tuple[_HitRow, ModelMessage]] = []
+        found: list[SearchRecord] = []
         for offset in count(0, _PHRASE_PAGE):
             rows = await self._rows(ranked.limit(_PHRASE_PAGE).offset(offset))
-            found += [(row, message) for row, message in self._opened(rows) if wanted in _text(message).lower()]
+            found += [record for record in self._opened(rows) if wanted in record.text.lower()]
             if len(found) >= limit or len(rows) < _PHRASE_PAGE:
                 return found[:limit]
         raise AssertionError('unreachable')
 
-    async def words(self, text: str, limit: int) -> list[tuple[_HitRow, ModelMessage]]:
+    async def words(self, text: str, limit: int) -> list[SearchRecord]:
         """Messages with every word of `text` (a selective query the index answers), else with any of them."""
         terms = self._terms(text)
         if not terms:
@@ -144,10 +177,10 @@ class _Matching:
     async def _rows(self, query: Select[str, int, str | None, int, str]) -> Sequence[_HitRow]:
         return (await self.db.execute(query)).all()
 
-    def _opened(self, rows: Sequence[_HitRow]) -> list[tuple[_HitRow, ModelMessage]]:
-        return [(row, self.sealer.message(row[0], row[1], row[3], row[4])) for row in rows]
-
-
-def _text(message: ModelMessage) -> str:
-    """The text a hit shows: what the message says, as a clear store indexes it."""
-    return message_text(message).replace('\x00', '')
+    def _opened(self, rows: Sequence[_HitRow]) -> list[SearchRecord]:
+        found: list[SearchRecord] = []
+        for session_id, pk, scope, position, stored in rows:
+            payload = self.sealer.payload(session_id, pk, position, stored)
+            text = message_text(parse(session_id, position, payload)).replace('\x00', '')
+            found.append(SearchRecord(session_id, position, payload, scope, text))
+        return found

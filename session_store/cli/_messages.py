@@ -1,22 +1,20 @@
-"""Showing messages: a line per message part for people (through `_parts`' one table), pydantic-ai's JSON for
-scripts."""
+"""Showing messages: a line per message part for people (through `_parts`' one table, from the messages' stored
+JSON form, so `history` shows the archive without importing pydantic-ai), and the same JSON form for scripts
+(`_codec.stored_form`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
-from typing import Any, assert_never
+from typing import assert_never
 
-from pydantic_ai.messages import ModelMessage, ModelRequest
 from rich.text import Text
 
-from .._codec import dump_messages
 from .._display import call_text, media_note, one_line
-from .._parts import PartKind, Reading, read_part
+from .._parts import Message, PartKind, Reading, read_part, side_of
 from .._parts import message_role as role  # under the name the commands import
 from ._render import clip
 
-__all__ = ('messages_json', 'render_messages', 'role')
+__all__ = ('render_messages', 'role')
 
 
 def _line(kind: PartKind, said: Reading) -> tuple[str, str, str]:
@@ -52,23 +50,18 @@ def _line(kind: PartKind, said: Reading) -> tuple[str, str, str]:
     assert_never(role)
 
 
-def render_messages(
-    messages: Sequence[ModelMessage], positions: Sequence[int], *, full: bool = False
-) -> Iterator[Text]:
-    """Each message part as one line, `[position] speaker: text`; instructions only where they change."""
+def render_messages(messages: Sequence[Message], positions: Sequence[int], *, full: bool = False) -> Iterator[Text]:
+    """Each part of `messages` (in their stored form: see `_codec.stored_form`) as one line, `[position] speaker:
+    text`; instructions only where they change."""
     instructions: str | None = None
     for position, message in zip(positions, messages, strict=True):
         label = f'[{position}] '
-        if isinstance(message, ModelRequest) and message.instructions and message.instructions != instructions:
-            instructions = message.instructions
+        side = side_of(message)
+        given = message.get('instructions') if side == 'request' else None
+        if given and given != instructions:
+            instructions = given
             yield Text.assemble((label, 'dim'), ('instructions', 'magenta'), ': ', clip(instructions, full))
-        for part in message.parts:
-            speaker, style, text = _line(*read_part(part, message))
+        for part in message.get('parts', ()):
+            speaker, style, text = _line(*read_part(part, side))
             separator = ' ' if speaker.endswith(('→', '⇒')) else ': '
             yield Text.assemble((label, 'dim'), (speaker, style), separator, clip(text, full))
-
-
-def messages_json(messages: Sequence[ModelMessage]) -> list[Any]:
-    """Messages as pydantic-ai's own JSON (what `ModelMessagesTypeAdapter` loads back)."""
-    loaded: list[Any] = json.loads(dump_messages(list(messages)))
-    return loaded

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 import click
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest
+from pydantic_ai.messages import ModelMessage
 
 from processors import SummarizationProcessor
 
+from .._codec import stored_form
 from .._offline import resolve_model
 from ..errors import StoreError
 from ..session import Session
@@ -122,8 +123,8 @@ async def _chat(
 def _print_replies(new: Sequence[ModelMessage], archived: int) -> None:
     """A run's new messages but the user's own prompt, numbered as `history` numbers them; `archived` ends them."""
     start = archived - len(new)
-    for position, message in enumerate(new, start):
-        if not (isinstance(message, ModelRequest) and role(message) == 'user'):
+    for position, message in enumerate(stored_form(new), start):
+        if role(message) != 'user':
             for text in render_messages([message], [position]):
                 out.print(text)
 

@@ -1,20 +1,26 @@
 """Reviewing what a store holds: `sessions`, `history`, `summaries`, `context` and `search`.
 
 Each opens the store read-only (so a database on read-only media can be reviewed) and never creates
-a database or a schema. `sessions` and `summaries` print the store's own reads as their rows hold them, importing
-no pydantic-ai (it takes most of their start-up); only their JSON, which gives usage as pydantic-ai dumps it, and
-the commands that show messages, import it, where they need it.
+a database or a schema. `sessions`, `summaries`, `history` and `search` print the store's own reads as their rows
+hold them, importing no pydantic-ai (it takes most of their start-up): messages are shown from their stored JSON.
+Only their `--json` forms, which give usage and messages as pydantic-ai dumps them (normalised by loading them),
+and `context`, which rebuilds the window with the store's processor and counts tokens with its tokenizer, import it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
 
 import click
 from rich.table import Table
 from rich.text import Text
 
+from .._codec import stored_form
 from .._display import summary_json, window_tokens
-from .._history.review import session_records, summary_records
-from ..results import SearchHit
+from .._history.review import StoredMessage, history_records, session_records, summary_records
+from .._history.search import SearchRecord, search_records
+from .._parts import message_role
 from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, scope_option
 from ._render import CLIP, clip, echo_json, plural, print_suggestion, record_json
 from ._runtime import Settings, out, pass_settings, read, review, run
@@ -100,18 +106,31 @@ def history(
     `[14] tool lookup_order ⇒ {...}`. Pages of --limit messages; the footer gives the next page's command.
     The active path, unless --branch (or, for scripts, --tip) names another.
     """
-    from ._messages import messages_json, render_messages
+    from ._messages import render_messages
 
     branch = chosen_branch(number, tip)
     # One message past the page tells whether there is a next page, without counting the archive.
     page = None if everything else limit + 1
-    messages = run(
-        settings,
-        read(settings, lambda store: store.history(session_id, scope=scope, offset=offset, limit=page, branch=branch)),
-    )
-    more = page is not None and len(messages) > limit
-    messages = messages[:limit] if more else messages
-    next_offset = offset + len(messages) if more else None
+    found: list[Any]
+    if as_json:  # pydantic-ai's own JSON, as loading normalises it (a deprecated part as the part it loads as)
+        found = run(
+            settings,
+            read(
+                settings, lambda store: store.history(session_id, scope=scope, offset=offset, limit=page, branch=branch)
+            ),
+        )
+    else:
+        found = run(
+            settings,
+            review(
+                settings,
+                lambda database: _stored(
+                    history_records(database, session_id, scope=scope, offset=offset, limit=page, branch=branch)
+                ),
+            ),
+        )
+    messages = found[:limit] if page is not None else found
+    next_offset = offset + len(messages) if len(found) > len(messages) else None
     if as_json:
         echo_json(
             {
@@ -120,7 +139,7 @@ def history(
                 'tip': tip,
                 'offset': offset,
                 'next_offset': next_offset,
-                'messages': messages_json(messages),
+                'messages': stored_form(messages),
             }
         )
         return
@@ -136,6 +155,11 @@ def history(
         words += ['--scope', scope] if scope else []
         words += ['--branch', str(number)] if number is not None else ['--tip', tip] if tip is not None else []
         print_suggestion(settings, f'… more: {settings.command(*words)}')
+
+
+async def _stored(records: Awaitable[list[StoredMessage]]) -> list[dict[str, Any]]:
+    """The messages read, in their stored JSON form: parsed within `run`, so a corrupt row ends in its line."""
+    return [record.stored for record in await records]
 
 
 @main.command()
@@ -204,7 +228,7 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
     """
     from pydantic_ai.messages import CompactionPart, ModelRequest
 
-    from ._messages import messages_json, render_messages
+    from ._messages import render_messages
 
     window = run(settings, read(settings, lambda store: store.window(session_id, scope=scope)))
     tokens = window_tokens(window)
@@ -215,7 +239,7 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
                 'archived_messages': window.message_count,
                 'positions': window.positions,
                 'tokens': tokens,
-                'messages': messages_json(window.messages),
+                'messages': stored_form(window.messages),
             }
         )
         return
@@ -230,7 +254,7 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
         f'Session {session_id!r}: the next request sends {len(window.messages)} of {window.message_count} archived '
         f'messages ({sum(tokens):,} tokens) with {how}, then the new prompt.\n'
     )
-    for line in render_messages(window.messages, window.positions, full=full):
+    for line in render_messages(stored_form(window.messages), window.positions, full=full):
         out.print(line)
     out.print(Text.assemble(('[next] ', 'dim'), ('user', 'bold cyan'), ': ', ('<the new prompt>', 'dim')))
 
@@ -248,12 +272,10 @@ def search(settings: Settings, text: str, scope: str | None, session_id: str | N
 
     Case-insensitive, newest first, across every session unless --session or --scope narrows it.
     """
-    from ._messages import messages_json, role
-
-    hits = run(
-        settings, read(settings, lambda store: store.search(text, scope=scope, session_id=session_id, limit=limit))
-    )
-    if as_json:
+    if as_json:  # pydantic-ai's own JSON, as loading normalises it
+        hits = run(
+            settings, read(settings, lambda store: store.search(text, scope=scope, session_id=session_id, limit=limit))
+        )
         echo_json(
             [
                 {
@@ -261,36 +283,45 @@ def search(settings: Settings, text: str, scope: str | None, session_id: str | N
                     'scope': hit.scope,
                     'position': hit.position,
                     'text': hit.text,
-                    'message': messages_json([hit.message])[0],
+                    'message': stored_form([hit.message])[0],
                 }
                 for hit in hits
             ]
         )
         return
-    if not hits:
+    found = run(
+        settings,
+        review(
+            settings,
+            lambda database: search_records(
+                database, text, scope=scope, session_id=session_id, limit=limit, match='phrase'
+            ),
+        ),
+    )
+    if not found:
         out.print(f'No archived message contains {text!r}.')
         return
-    out.print(f'{len(hits)} message{"s" if len(hits) != 1 else ""} containing {text!r}, newest first:\n')
-    for hit in hits:
+    out.print(f'{len(found)} message{"s" if len(found) != 1 else ""} containing {text!r}, newest first:\n')
+    for record in found:
         out.print(
             Text.assemble(
-                (hit.session_id, 'bold'),
-                (f' [{hit.position}] ', 'dim'),
-                (role(hit.message), 'cyan'),
+                (record.session_id, 'bold'),
+                (f' [{record.position}] ', 'dim'),
+                (message_role(record.stored), 'cyan'),
                 ': ',
-                _snippet(hit, text),
+                _snippet(record, text),
             )
         )
-    if len(hits) == limit:
+    if len(found) == limit:
         out.print(Text(f'… showing the newest {limit}; pass --limit for more.', style='dim'))
-    first = hits[0]
+    first = found[0]
     around = settings.command('history', first.session_id, '--offset', str(max(first.position - 3, 0)), '--limit', '8')
     print_suggestion(settings, f'\nSee the newest in context: {around}')
 
 
-def _snippet(hit: SearchHit, text: str, around: int = 70) -> Text:
+def _snippet(record: SearchRecord, text: str, around: int = 70) -> Text:
     """The hit's text around the first match, the match highlighted."""
-    flat = ' '.join(hit.text.split())
+    flat = ' '.join(record.text.split())
     at = flat.lower().find(text.lower())
     if at < 0:  # matched across whitespace the flattening changed
         return Text(clip(flat, False))

@@ -1,7 +1,8 @@
 """Stored messages as what a page shows: one view per message part, with its whole text and a one-line preview.
 
-Pure functions over pydantic-ai messages, no I/O and no HTML: each part is read through `_parts`' table
-and laid out by its role. The templates escape every string they are given, so nothing here ever needs to.
+Pure functions over pydantic-ai messages, no I/O and no HTML: each part is read, in its stored JSON form
+(`_codec.stored_form`), through `_parts`' table and laid out by its role. The templates escape every string they
+are given, so nothing here ever needs to.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any, assert_never
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 
+from .._codec import stored_form
 from .._display import call_text, media_note, one_line
-from .._parts import message_role, read_part
+from .._parts import Part, Side, message_role, read_part
 from .._ui_ids import ui_message_id
 
 __all__ = ('PREVIEW', 'MessageView', 'PartView', 'message_view', 'message_views', 'preview', 'snippet')
@@ -109,9 +111,9 @@ def _view(kind: str, label: str, text: str, *, call_id: str | None = None, line:
     )
 
 
-def _part(part: object, message: ModelMessage) -> PartView:
-    """A part's view, by its role."""
-    kind, said = read_part(part, message)
+def _part(part: Part, side: Side) -> PartView:
+    """A part's view (the part in its stored form, on `side`), by its role."""
+    kind, said = read_part(part, side)
     native = 'native ' if kind.native else ''
     role = kind.role
     match role:
@@ -155,8 +157,9 @@ def message_view(
     parts: list[PartView] = []
     if isinstance(message, ModelRequest) and message.instructions and message.instructions != instructions:
         parts.append(_view('instructions', 'instructions', message.instructions))
-    parts.extend(_part(part, message) for part in message.parts)
-    role = message_role(message)
+    (stored,) = stored_form([message])
+    parts.extend(_part(part, message.kind) for part in stored['parts'])
+    role = message_role(stored)
     prompt = None
     if role == 'user':
         prompt = '\n'.join(part.text for part in parts if part.kind == 'user')
