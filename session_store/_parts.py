@@ -32,6 +32,7 @@ import pydantic_core
 __all__ = (
     'PART_KINDS',
     'UPGRADES',
+    'FileItem',
     'Message',
     'MessageRole',
     'Part',
