@@ -211,7 +211,9 @@ class Database:
         check is: its second run finds the revision moved). `writing`: `work` writes, or reads on the way to a
         write (a run's window), so that a failure says nothing was stored."""
         await self.ready(writing=writing)
-        return await self._attempts(session_id, lambda: self._run(work, transaction=False), writing=writing)
+        return await self._attempts(
+            session_id, lambda: self._run(work, transaction=False, session_id=session_id), writing=writing
+        )
 
     async def glance(
         self, work: Callable[[Connection], T], *, session_id: str | None = None, writing: bool = False
@@ -246,21 +248,26 @@ class Database:
         the start while SQLite's lock is refused, and once on a fresh connection if the connection was lost, so
         `work` may run more than once and must be safe to (a write under a revision check is)."""
         await self.ready(writing=True)
-        return await self._attempts(session_id, lambda: self._run(work, transaction=True), writing=True)
+        return await self._attempts(
+            session_id, lambda: self._run(work, transaction=True, session_id=session_id), writing=True
+        )
 
-    async def _run(self, work: Callable[[Connection], T], *, transaction: bool) -> T:
+    async def _run(self, work: Callable[[Connection], T], *, transaction: bool, session_id: str | None = None) -> T:
         if self._threaded_as is None:
-            return await _finished(self._run_async(work, transaction, asyncio.current_task()))
+            # A session's calls may take the connection its last call parked, whichever task makes them (a run's
+            # window read and its write may be made in different ones); a call for no session, only its own task's.
+            owner = session_id if session_id is not None else asyncio.current_task()
+            return await _finished(self._run_async(work, transaction, owner))
         engine = self._threaded_as[transaction]
         loop = asyncio.get_running_loop()
         return await _finished(loop.run_in_executor(_worker_threads(), _run_on, engine, work, transaction))
 
-    async def _run_async(self, work: Callable[[Connection], T], transaction: bool, caller: object) -> T:
+    async def _run_async(self, work: Callable[[Connection], T], transaction: bool, owner: object) -> T:
         # Unpinged: a connection found dead is replaced, and the work tried again (`_attempts`).
         with unpinged():
             if not transaction and not self._pooled:
-                return await self._parking.run(self._autocommit, work, transaction=False, owner=caller)
-            return await self._parking.run(self._writer, work, transaction=True, owner=caller)
+                return await self._parking.run(self._autocommit, work, transaction=False, owner=owner)
+            return await self._parking.run(self._writer, work, transaction=True, owner=owner)
 
     async def _attempts(
         self,

@@ -1,15 +1,15 @@
-"""`Parking`: the hot path's PostgreSQL connection, kept checked out between one task's calls while nothing else
+"""`Parking`: the hot path's PostgreSQL connection, kept checked out between one session's calls while nothing else
 wants it.
 
 On PostgreSQL a pool's checkout and return (SQLAlchemy's connection objects, its events, the isolation level set
 and reset) cost about as much CPU as the statement a door's load runs. So the connection a hot-path call ran on is
 parked, rather than handed back to the pool, when nothing else of the store is using a connection at that moment,
-for the next call of the same task (a door's save after its load, a run's write after its window read). Any other
-use of the pool by the store (another task's call, an ORM read or write, upkeep, a migration) hands it back first,
+for the session's next call (a door's save after its load, a run's write after its window read). Any other use of
+the pool by the store (another session's call, an ORM read or write, upkeep, a migration) hands it back first,
 and a connection is parked for at most `PARKED_SECONDS`, so the pool's own rules (`pool_recycle`, its pings) see it
 again soon. The server sees no more connections than without it: the parked one is the one the pool would
 otherwise hold idle. It goes back to the pool in the context it was checked out in, so the pool's events see each
-connection checked out and back in by the same task, as without parking.
+connection checked out and back in by the same run, as without parking.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class _Parked:
     transaction: bool
     """Whether it came from the view that runs transactions (else the one that runs statements each on its own)."""
     owner: object
-    """The task whose calls may take it."""
+    """Whose calls may take it: a session's (its id), or a task's."""
     context: contextvars.Context
     """The context it was checked out in, which hands it back."""
     since: float
@@ -67,9 +67,9 @@ class Parking:
         self._closed = False
 
     async def run(self, view: AsyncEngine, work: Callable[[Connection], T], *, transaction: bool, owner: object) -> T:
-        """`work` on the connection `owner` (the calling task) parked, if it came from `view`, else on one `view`
-        checks out; in a transaction if asked. The connection is parked after, if nothing else is using the pool,
-        else handed back."""
+        """`work` on the connection `owner` (the session called for, or the calling task) parked, if it came from
+        `view`, else on one `view` checks out; in a transaction if asked. The connection is parked after, if
+        nothing else is using the pool, else handed back."""
         self._using += 1
         try:
             connection = await self._take(view, transaction, owner)
@@ -120,10 +120,10 @@ class Parking:
 
     async def _take(self, view: AsyncEngine, transaction: bool, owner: object) -> AsyncConnection:
         parked = self._parked
-        if parked is not None and parked.owner is owner and parked.transaction == transaction:
+        if parked is not None and parked.owner == owner and parked.transaction == transaction:
             self._parked = None
             if time.monotonic() - parked.since < PARKED_SECONDS:
                 return parked.connection
-            self._parked = parked  # too long unused: back to the pool, as another task's is
+            self._parked = parked  # too long unused: back to the pool, as another session's is
         await self.release()
         return await view.connect()
