@@ -28,7 +28,7 @@ from .engine import (
     sqlite_path,
 )
 from .faults import BUSY_ADVICE, POOL_ADVICE, Fault, fault_of, refusal_of
-from .parking import Parking
+from .parking import Caller, Parking
 from .pinging import unpinged
 from .sealing import Sealer
 
@@ -254,20 +254,18 @@ class Database:
 
     async def _run(self, work: Callable[[Connection], T], *, transaction: bool, session_id: str | None = None) -> T:
         if self._threaded_as is None:
-            # A session's calls may take the connection its last call parked, whichever task makes them (a run's
-            # window read and its write may be made in different ones); a call for no session, only its own task's.
-            owner = session_id if session_id is not None else asyncio.current_task()
-            return await _finished(self._run_async(work, transaction, owner))
+            caller = Caller(session_id, asyncio.current_task())  # read here, in the caller's task
+            return await _finished(self._run_async(work, transaction, caller))
         engine = self._threaded_as[transaction]
         loop = asyncio.get_running_loop()
         return await _finished(loop.run_in_executor(_worker_threads(), _run_on, engine, work, transaction))
 
-    async def _run_async(self, work: Callable[[Connection], T], transaction: bool, owner: object) -> T:
+    async def _run_async(self, work: Callable[[Connection], T], transaction: bool, caller: Caller) -> T:
         # Unpinged: a connection found dead is replaced, and the work tried again (`_attempts`).
         with unpinged():
             if not transaction and not self._pooled:
-                return await self._parking.run(self._autocommit, work, transaction=False, owner=owner)
-            return await self._parking.run(self._writer, work, transaction=True, owner=owner)
+                return await self._parking.run(self._autocommit, work, transaction=False, caller=caller)
+            return await self._parking.run(self._writer, work, transaction=True, caller=caller)
 
     async def _attempts(
         self,

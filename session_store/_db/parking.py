@@ -20,13 +20,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import QueuePool
 
-__all__ = ('PARKED_SECONDS', 'Parking')
+__all__ = ('PARKED_SECONDS', 'Caller', 'Parking')
 
 T = TypeVar('T')
 
@@ -35,13 +35,25 @@ PARKED_SECONDS = 30.0
 longer than most model requests, which stand between a door's load and its save."""
 
 
+class Caller(NamedTuple):
+    """Who makes a hot-path call: the session it is for (if any), and the task making it."""
+
+    session_id: str | None
+    task: object
+
+    def continues(self, parker: Caller) -> bool:
+        """Whether this call may take the connection `parker`'s call parked: a call for the same session (a run may
+        read its window and store in different tasks), or of the same task (a store's first call, for no session,
+        then a session's)."""
+        return (self.session_id is not None and self.session_id == parker.session_id) or self.task is parker.task
+
+
 @dataclass
 class _Parked:
     connection: AsyncConnection
     transaction: bool
     """Whether it came from the view that runs transactions (else the one that runs statements each on its own)."""
-    owner: object
-    """Whose calls may take it: a session's (its id), or a task's."""
+    parker: Caller
     context: contextvars.Context
     """The context it was checked out in, which hands it back."""
     since: float
@@ -66,13 +78,13 @@ class Parking:
         checked out for never holds it and another at once."""
         self._closed = False
 
-    async def run(self, view: AsyncEngine, work: Callable[[Connection], T], *, transaction: bool, owner: object) -> T:
-        """`work` on the connection `owner` (the session called for, or the calling task) parked, if it came from
-        `view`, else on one `view` checks out; in a transaction if asked. The connection is parked after, if
-        nothing else is using the pool, else handed back."""
+    async def run(self, view: AsyncEngine, work: Callable[[Connection], T], *, transaction: bool, caller: Caller) -> T:
+        """`work` on the connection parked by a call `caller` continues (`Caller.continues`), if it came from `view`,
+        else on one `view` checks out; in a transaction if asked. The connection is parked after, if nothing else is
+        using the pool, else handed back."""
         self._using += 1
         try:
-            connection = await self._take(view, transaction, owner)
+            connection = await self._take(view, transaction, caller)
             try:
                 if transaction:
                     async with connection.begin():
@@ -83,7 +95,7 @@ class Parking:
                 await connection.close()  # back to the pool, which knows what to do with a connection found dead
                 raise
             if self._enabled and not self._closed and self._using == 1 and self._parked is None:
-                self._parked = _Parked(connection, transaction, owner, contextvars.copy_context(), time.monotonic())
+                self._parked = _Parked(connection, transaction, caller, contextvars.copy_context(), time.monotonic())
             else:
                 await connection.close()
             return result
@@ -118,9 +130,9 @@ class Parking:
         self._closed = True
         await self.release()
 
-    async def _take(self, view: AsyncEngine, transaction: bool, owner: object) -> AsyncConnection:
+    async def _take(self, view: AsyncEngine, transaction: bool, caller: Caller) -> AsyncConnection:
         parked = self._parked
-        if parked is not None and parked.owner == owner and parked.transaction == transaction:
+        if parked is not None and parked.transaction == transaction and caller.continues(parked.parker):
             self._parked = None
             if time.monotonic() - parked.since < PARKED_SECONDS:
                 return parked.connection
