@@ -20,6 +20,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import QueuePool
 
 from processors import SlidingWindowProcessor
 from session_store import SessionStore, StoreUnavailable
@@ -211,4 +212,28 @@ async def test_calls_past_the_pools_budget_wait_and_then_say_so_as_a_store_error
         assert await holding == []  # the call holding the connection finishes once the lock is gone
     finally:
         await locker.close()
+        await store.close()
+
+
+@pytest.mark.parametrize('new_database', ['postgresql'], indirect=True)
+async def test_a_sessions_calls_share_one_checkout_and_other_work_gets_it_back(new_database: NewDatabase) -> None:
+    """The hot path keeps the connection a session's call ran on for that session's next call (a door's load and
+    save check out one between them), and any other use of the pool (an ORM read here) hands it back first."""
+    store = SessionStore(
+        new_database(), processor=SlidingWindowProcessor(trigger=('messages', 12), keep=('messages', 4))
+    )
+    pool = store.engine.sync_engine.pool
+    assert isinstance(pool, QueuePool)
+    checkouts: list[object] = []
+    event.listen(store.engine.sync_engine, 'checkout', lambda *_: checkouts.append(None))
+    try:
+        for turn in range(3):
+            await through_conversations(store, 's0', f'ORDER-0-{turn}')
+        checkouts.clear()
+        await through_conversations(store, 's0', 'ORDER-0-3')
+        assert len(checkouts) <= 1, 'a load and a save each checked out a connection'
+        assert pool.checkedout() == 1  # parked, for the session's next call
+        assert await stored_turns(store) == {'s0': 4}  # an ORM read: the parked connection goes back first
+        assert pool.checkedout() == 0
+    finally:
         await store.close()

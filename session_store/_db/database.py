@@ -28,6 +28,7 @@ from .engine import (
     sqlite_path,
 )
 from .faults import BUSY_ADVICE, POOL_ADVICE, Fault, fault_of, refusal_of
+from .parking import Caller, Parking
 from .pinging import unpinged
 from .sealing import Sealer
 
@@ -86,6 +87,8 @@ class Database:
         self._pooled = server.transaction_pooler
         """Behind a transaction pooler the hot path's statements alone run in a transaction all the same: outside
         one, the pooler may hand a statement's execution to another server connection than it was prepared on."""
+        self._parking = Parking(self.engine)
+        """On PostgreSQL, the hot path's connection kept between its calls while nothing else of the store wants it."""
         self._threaded = create_threaded_engine(url, read_only=read_only)
         self._threaded_as = (
             None
@@ -125,6 +128,7 @@ class Database:
                     None, lambda: self._run(schema.stamped_revision, transaction=False), writing=writing
                 )
                 if revision != schema.SCHEMA_REVISION:
+                    await self._parking.release()
                     await self._attempts(
                         None,
                         lambda: schema.check_schema(self.engine, self.url, migrate_empty=self._migrate_empty),
@@ -134,8 +138,9 @@ class Database:
 
     async def migrate(self) -> str | None:
         """Upgrade the schema to this version's head revision, then check it; the revision it was at before."""
-        before = await self._attempts(None, lambda: schema.revision(self.engine), writing=True)
-        await self._attempts(None, lambda: schema.upgrade(self.engine), writing=True)
+        async with self._parking.using():
+            before = await self._attempts(None, lambda: schema.revision(self.engine), writing=True)
+            await self._attempts(None, lambda: schema.upgrade(self.engine), writing=True)
         self._checked = False
         await self.ready(writing=True)
         return before
@@ -143,6 +148,7 @@ class Database:
     async def close(self) -> None:
         # A cancelled task (a command's Ctrl-C) still closes every connection: cancelled half-way, the driver's
         # close is abandoned and SQLAlchemy prints its traceback at exit.
+        await _finished(self._parking.close())
         await _finished(self.engine.dispose())
         if self._threaded is not None:
             self._threaded.dispose()
@@ -155,7 +161,7 @@ class Database:
         server restart gets a live one rather than failing on a stale one.
         """
         await self.ready(writing=False)
-        async with self._readers() as db:
+        async with self._parking.using(), self._readers() as db:
             try:
                 yield db
             except Exception as error:
@@ -167,7 +173,7 @@ class Database:
         nothing of its own (`VACUUM`): a failure says only that the database could not be reached."""
         await self.ready(writing=False)
         try:
-            async with self._autocommit.connect() as db:
+            async with self._parking.using(), self._autocommit.connect() as db:
                 yield db
         except Exception as error:
             raise self._translated(error, None, writing=False) from error
@@ -185,7 +191,7 @@ class Database:
 
         async def attempt() -> T:
             done.clear()
-            async with self._writers() as db, db.begin():
+            async with self._parking.using(), self._writers() as db, db.begin():
                 result = await work(db)
                 done.append(True)
                 return result
@@ -205,7 +211,9 @@ class Database:
         check is: its second run finds the revision moved). `writing`: `work` writes, or reads on the way to a
         write (a run's window), so that a failure says nothing was stored."""
         await self.ready(writing=writing)
-        return await self._attempts(session_id, lambda: self._run(work, transaction=False), writing=writing)
+        return await self._attempts(
+            session_id, lambda: self._run(work, transaction=False, session_id=session_id), writing=writing
+        )
 
     async def glance(
         self, work: Callable[[Connection], T], *, session_id: str | None = None, writing: bool = False
@@ -240,23 +248,24 @@ class Database:
         the start while SQLite's lock is refused, and once on a fresh connection if the connection was lost, so
         `work` may run more than once and must be safe to (a write under a revision check is)."""
         await self.ready(writing=True)
-        return await self._attempts(session_id, lambda: self._run(work, transaction=True), writing=True)
+        return await self._attempts(
+            session_id, lambda: self._run(work, transaction=True, session_id=session_id), writing=True
+        )
 
-    async def _run(self, work: Callable[[Connection], T], *, transaction: bool) -> T:
+    async def _run(self, work: Callable[[Connection], T], *, transaction: bool, session_id: str | None = None) -> T:
         if self._threaded_as is None:
-            return await _finished(self._run_async(work, transaction))
+            caller = Caller(session_id, asyncio.current_task())  # read here, in the caller's task
+            return await _finished(self._run_async(work, transaction, caller))
         engine = self._threaded_as[transaction]
         loop = asyncio.get_running_loop()
         return await _finished(loop.run_in_executor(_worker_threads(), _run_on, engine, work, transaction))
 
-    async def _run_async(self, work: Callable[[Connection], T], transaction: bool) -> T:
+    async def _run_async(self, work: Callable[[Connection], T], transaction: bool, caller: Caller) -> T:
         # Unpinged: a connection found dead is replaced, and the work tried again (`_attempts`).
         with unpinged():
             if not transaction and not self._pooled:
-                async with self._autocommit.connect() as connection:
-                    return await connection.run_sync(work)
-            async with self._writer.begin() as connection:
-                return await connection.run_sync(work)
+                return await self._parking.run(self._autocommit, work, transaction=False, caller=caller)
+            return await self._parking.run(self._writer, work, transaction=True, caller=caller)
 
     async def _attempts(
         self,
