@@ -18,7 +18,7 @@ from session_store.cli._runtime import Settings
 from session_store.cli._summarizer import KEEP, TRIGGER, summarizing
 from session_store.cli.serve import served_app
 from tests._cli import fails
-from tests._web import SAME_ORIGIN, sse_chunks, ui_message
+from tests._web import ECHO, SAME_ORIGIN, sse_chunks, ui_message
 
 TURNS = 12
 
@@ -32,8 +32,8 @@ async def test_serve_with_a_summarizer_stores_summaries_of_the_browser_chat(db_u
         pass
     settings = Settings(url=db_url, named=True)
     processor = summarizing('test', 10, 4)
-    async with (
-        served_app(settings, scope=None, token=None, chat_model='test', processor=processor) as app,
+    async with (  # `--chat test`'s model without its pauses (by name: test_offline_models)
+        served_app(settings, scope=None, token=None, chat_model=ECHO, processor=processor) as app,
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url='http://127.0.0.1') as client,
     ):
         for turn in range(TURNS):

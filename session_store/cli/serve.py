@@ -19,6 +19,7 @@ from ._runtime import Failure, Settings, err, open_store, pass_settings, run
 from ._summarizer import summarizer_options, summarizing
 
 if TYPE_CHECKING:  # the web extra is imported only when serving
+    from pydantic_ai.models import Model
     from starlette.applications import Starlette
 
 __all__ = ('serve', 'served_app')
@@ -102,11 +103,12 @@ async def served_app(
     *,
     scope: str | None,
     token: str | None,
-    chat_model: str | None,
+    chat_model: Model | str | None,
     processor: SummarizationProcessor | None,
 ) -> AsyncIterator[Starlette]:
-    """The app `serve` runs, on the store at `--db`: read-only without a chat model; with one, summarizing the
-    chats' windows with `processor` (through `store.conversations`, which the chat endpoint saves through)."""
+    """The app `serve` runs, on the store at `--db`: read-only without a chat model; with one (a pydantic-ai model,
+    or a name as `--chat` takes it), summarizing the chats' windows with `processor` (through
+    `store.conversations`, which the chat endpoint saves through)."""
     from .. import web
 
     model = None if chat_model is None else resolve_model(chat_model)
