@@ -99,6 +99,7 @@ def main() -> None:
             ['history', 'seeded'],
             ['search', 'M1'],
             ['summaries', 'seeded'],
+            ['branches', 'seeded'],
             ['history', 'seeded', '--json'],
         ]
         baseline = Timed('python -c pass', [sys.executable, '-c', 'pass'])

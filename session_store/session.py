@@ -28,9 +28,9 @@ from processors import (
 from processors.stored_conversations import unkept
 
 from ._arguments import check_user_prompt
-from ._history.branches import last_prompt_position, list_branches, rewind, switch
+from ._history.branches import last_prompt_position, rewind, switch
 from ._history.leases import Leases
-from ._history.review import read_history, read_summaries
+from ._history.review import list_branches, read_history, read_summaries
 from ._history.runs import Runs
 from ._history.turns import Turn
 from ._history.windows import WindowProcessor

@@ -4,9 +4,9 @@ before it answers, and what Ctrl-C prints, during its imports or after.
 Which modules a command imported is a deterministic check of its start-up (the wall time is measured in
 `benchmarks/startup.py`, never asserted here): `--help` needs click alone, not pydantic-ai, SQLAlchemy or alembic,
 which take seconds to import on a small machine; a review command's own help, `sessions`, `summaries`, and the
-human forms of `history` and `search` need SQLAlchemy at most, never pydantic-ai or alembic (issue 29: they answer
-within a second). The `--json` forms, which print pydantic-ai's own normalised JSON, and `context`, which rebuilds
-the window with the store's processor and counts its tokens, import pydantic-ai.
+human forms of `history`, `search` and `branches` need SQLAlchemy at most, never pydantic-ai or alembic (issue 29:
+they answer within a second). The `--json` forms, which print pydantic-ai's own normalised JSON, and `context`,
+which rebuilds the window with the store's processor and counts its tokens, import pydantic-ai.
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ LIGHT_RUNS = (
     (['search', 'M1'], 0),
     (['search', 'M1', '--session', 'seeded'], 0),
     (['search', 'M1', '--session', 'nobody'], 1),
+    (['branches', 'seeded'], 0),
+    (['branches', 'nobody'], 1),
 )
 """Runs that read the store with SQLAlchemy alone, with the exit code each ends with: an unknown session's error is
 mapped to its line without pydantic-ai too."""

@@ -10,23 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, UserPromptPart
-from sqlalchemy import Select, delete, func, select, update
+from pydantic_ai.messages import ModelMessage
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors.cut_points import ToolPairing
 
-from .._codec import load_usage, now, utc
+from .._codec import load_usage, now
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
 from .._ids import new_token
 from ..errors import SessionConflict
-from ..results import Branch
 from ..rows import MessageRow, SegmentRow, SessionRow
 from .archive import add_root_segment, copy_path, insert_segment, insert_summary, new_session_row
 from .prompts import requests_with_id
 from .records import LoadedWindow, NewSummary
+from .review import last_prompt, newest
 from .runs import window_on_path
 from .tree import (
     Span,
@@ -48,17 +48,11 @@ __all__ = (
     'before_prompt',
     'fork',
     'last_prompt_position',
-    'list_branches',
     'move_head',
     'prompt_position',
     'rewind',
     'switch',
 )
-
-_PREVIEW = 80
-"""How many characters of a branch's last user prompt `branches()` shows."""
-_PROMPT_BATCH = 32
-"""Requests read at a time, newest first, looking for a path's last user prompt."""
 
 
 async def rewind(database: Database, session_id: str, scope: str | None, position: int) -> None:
@@ -192,7 +186,7 @@ async def switch(database: Database, session_id: str, scope: str | None, branch:
         target = await branch_segment(db, row, branch)
         if target.pk == row.active_segment_pk:
             return
-        last_held = await db.scalar(_newest(MessageRow.position, target.pk))
+        last_held = await db.scalar(newest(MessageRow.position, target.pk))
         length = target.starts_at if last_held is None else last_held + 1
         spans = await path_spans(db, row.pk, target.pk, length)
         head_end, window_start = await _window_of(db, row, spans, saved=target)
@@ -308,56 +302,6 @@ async def fork(
     return await database.write(new_session_id, work)
 
 
-async def list_branches(database: Database, session_id: str, scope: str | None) -> list[Branch]:
-    """Every path of the session that ends in a segment's last message, oldest branch first, numbered from 1 in
-    that order (see `branch_segment`)."""
-    async with database.read() as db:
-        row = await find_session(db, session_id, scope)
-        vault = database.sealer.vault(session_id, row.pk)
-
-        # A segment's positions are consecutive and appended in order, so its last message (one index seek
-        # per segment) gives both its length and when it was last written: no scan of the messages.
-        last_position = _newest(MessageRow.position, SegmentRow.pk).correlate(SegmentRow).scalar_subquery()
-        last_at = _newest(MessageRow.created_at, SegmentRow.pk).correlate(SegmentRow).scalar_subquery()
-        segments = (
-            await db.execute(
-                select(SegmentRow, last_position, last_at)
-                .where(SegmentRow.session_pk == row.pk)
-                .order_by(SegmentRow.pk)
-            )
-        ).all()
-        tree = {segment.pk: (segment.parent_pk, segment.starts_at) for segment, _, _ in segments}
-        branches = []
-        for number, (segment, last_held, written_at) in enumerate(segments, start=1):
-            length = segment.starts_at if last_held is None else last_held + 1
-            spans = spans_of(tree, segment.pk, length)
-            branches.append(
-                Branch(
-                    tip=str(segment.pk),
-                    number=number,
-                    active=segment.pk == row.active_segment_pk,
-                    message_count=length,
-                    forked_at=None if segment.parent_pk is None else segment.starts_at,
-                    parent=None if segment.parent_pk is None else str(segment.parent_pk),
-                    updated_at=utc(written_at if written_at is not None else segment.created_at),
-                    preview=_preview(await _last_prompt(db, vault, spans)),
-                )
-            )
-    return branches
-
-
-def _newest(column: Any, segment_pk: Any) -> Select[Any]:
-    """`column` of a segment's last message: one index seek, since a segment's positions are appended in order."""
-    return select(column).where(MessageRow.segment_pk == segment_pk).order_by(MessageRow.position.desc()).limit(1)
-
-
-def _preview(prompt: tuple[int, str] | None) -> str | None:
-    if prompt is None:
-        return None
-    text = prompt[1]
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + '…'
-
-
 async def _check_pair_safe(
     db: AsyncSession, vault: Vault, spans: list[Span], position: int, *, doing: str = 'Rewinding to'
 ) -> None:
@@ -467,36 +411,5 @@ async def last_prompt_position(database: Database, session_id: str, scope: str |
     async with database.read() as db:
         row = await find_session(db, session_id, scope)
         spans = await path_spans(db, row.pk, active_segment(row), row.message_count)
-        found = await _last_prompt(db, database.sealer.vault(session_id, row.pk), spans)
+        found = await last_prompt(db, database.sealer.vault(session_id, row.pk), spans)
     return None if found is None else found[0]
-
-
-async def _last_prompt(db: AsyncSession, vault: Vault, spans: list[Span]) -> tuple[int, str] | None:
-    """The last user prompt on the path: its position and its text, flattened."""
-    for span in reversed(spans):
-        end = span.end
-        while end > span.start:
-            # Newest first, a few at a time: the prompt is usually among the last requests, and a long
-            # branch shouldn't be read whole to find it.
-            rows = (
-                await db.execute(
-                    select(MessageRow.position, MessageRow.payload)
-                    .where(
-                        MessageRow.segment_pk == span.segment_pk,
-                        MessageRow.position >= span.start,
-                        MessageRow.position < end,
-                        MessageRow.kind == 'request',
-                    )
-                    .order_by(MessageRow.position.desc())
-                    .limit(_PROMPT_BATCH)
-                )
-            ).all()
-            for at, payload in rows:
-                for part in reversed(vault.message(at, payload).parts):
-                    if isinstance(part, UserPromptPart):
-                        text = part.content if isinstance(part.content, str) else ' '.join(map(str, part.content))
-                        return at, ' '.join(text.split())
-            if len(rows) < _PROMPT_BATCH:
-                break
-            end = rows[-1][0]
-    return None

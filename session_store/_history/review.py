@@ -1,4 +1,4 @@
-"""Reads for review: the sessions, a session's raw archive, and its summary chain.
+"""Reads for review: the sessions, a session's raw archive, its summary chain and its branches.
 
 Each read is its query and the decoding of its rows into plain values (`StoredSession`, `SummaryRecord`: usage
 as its stored JSON; `StoredMessage`: a message as its stored JSON), which import no pydantic-ai, so the review
@@ -13,14 +13,16 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .._arguments import check_count
 from .._codec import decode, load_usage, parse, utc
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
-from ..results import Numbered, SessionInfo, StoredSummary, SummaryChain
+from .._parts import part_text
+from .._paths import Span, spans_of
+from ..results import Branch, Numbered, SessionInfo, StoredSummary, SummaryChain
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 from .tree import branch_segment, on_path, path_spans, summary_chain_on
 
@@ -32,13 +34,22 @@ __all__ = (
     'StoredSession',
     'SummaryRecord',
     'history_records',
+    'last_prompt',
+    'list_branches',
     'list_sessions',
+    'newest',
     'read_history',
     'read_summaries',
     'session_records',
     'stored_summary',
     'summary_records',
 )
+
+
+_PREVIEW = 80
+"""How many characters of a branch's last user prompt `list_branches` shows."""
+_PROMPT_BATCH = 32
+"""Requests read at a time, newest first, looking for a path's last user prompt."""
 
 
 @dataclass(frozen=True)
@@ -226,3 +237,84 @@ def _check_page(offset: int, limit: int | None) -> None:
     check_count(offset, 'offset')
     if limit is not None:
         check_count(limit, 'limit')
+
+
+async def list_branches(database: Database, session_id: str, scope: str | None) -> list[Branch]:
+    """Every path of the session that ends in a segment's last message, oldest branch first, numbered from 1 in
+    that order (see `branch_segment`)."""
+    async with database.read() as db:
+        row = await find_session(db, session_id, scope)
+        vault = database.sealer.vault(session_id, row.pk)
+
+        # A segment's positions are consecutive and appended in order, so its last message (one index seek
+        # per segment) gives both its length and when it was last written: no scan of the messages.
+        last_position = newest(MessageRow.position, SegmentRow.pk).correlate(SegmentRow).scalar_subquery()
+        last_at = newest(MessageRow.created_at, SegmentRow.pk).correlate(SegmentRow).scalar_subquery()
+        segments = (
+            await db.execute(
+                select(SegmentRow, last_position, last_at)
+                .where(SegmentRow.session_pk == row.pk)
+                .order_by(SegmentRow.pk)
+            )
+        ).all()
+        tree = {segment.pk: (segment.parent_pk, segment.starts_at) for segment, _, _ in segments}
+        branches = []
+        for number, (segment, last_held, written_at) in enumerate(segments, start=1):
+            length = segment.starts_at if last_held is None else last_held + 1
+            spans = spans_of(tree, segment.pk, length)
+            branches.append(
+                Branch(
+                    tip=str(segment.pk),
+                    number=number,
+                    active=segment.pk == row.active_segment_pk,
+                    message_count=length,
+                    forked_at=None if segment.parent_pk is None else segment.starts_at,
+                    parent=None if segment.parent_pk is None else str(segment.parent_pk),
+                    updated_at=utc(written_at if written_at is not None else segment.created_at),
+                    preview=_preview(await last_prompt(db, vault, spans)),
+                )
+            )
+    return branches
+
+
+def newest(column: Any, segment_pk: Any) -> Select[Any]:
+    """`column` of a segment's last message: one index seek, since a segment's positions are appended in order."""
+    return select(column).where(MessageRow.segment_pk == segment_pk).order_by(MessageRow.position.desc()).limit(1)
+
+
+def _preview(prompt: tuple[int, str] | None) -> str | None:
+    if prompt is None:
+        return None
+    text = prompt[1]
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + '…'
+
+
+async def last_prompt(db: AsyncSession, vault: Vault, spans: list[Span]) -> tuple[int, str] | None:
+    """The last user prompt on the path: its position and its text (its media left out), flattened; read from the
+    stored JSON, so listing branches imports no pydantic-ai."""
+    for span in reversed(spans):
+        end = span.end
+        while end > span.start:
+            # Newest first, a few at a time: the prompt is usually among the last requests, and a long
+            # branch shouldn't be read whole to find it.
+            rows = (
+                await db.execute(
+                    select(MessageRow.position, MessageRow.payload)
+                    .where(
+                        MessageRow.segment_pk == span.segment_pk,
+                        MessageRow.position >= span.start,
+                        MessageRow.position < end,
+                        MessageRow.kind == 'request',
+                    )
+                    .order_by(MessageRow.position.desc())
+                    .limit(_PROMPT_BATCH)
+                )
+            ).all()
+            for at, payload in rows:
+                for part in reversed(parse(vault.session_id, at, vault.payload(at, payload))['parts']):
+                    if part['part_kind'] == 'user-prompt':
+                        return at, ' '.join(part_text(part)[0].split())
+            if len(rows) < _PROMPT_BATCH:
+                break
+            end = rows[-1][0]
+    return None

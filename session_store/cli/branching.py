@@ -14,10 +14,11 @@ import click
 from rich.text import Text
 from rich.tree import Tree
 
+from .._history.review import list_branches
 from ..results import Branch
 from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, scope_option
 from ._render import echo_json, plural, print_suggestion, record_json
-from ._runtime import Failure, Settings, open_store, out, pass_settings, read, run
+from ._runtime import Failure, Settings, open_store, out, pass_settings, review, run
 
 if TYPE_CHECKING:  # `history` takes this module's --tip: its help and its run import no pydantic-ai
     from ..session import Session
@@ -133,11 +134,7 @@ def branches(settings: Settings, session_id: str, scope: str | None, as_json: bo
     and the start of its last user prompt. --json adds each one's tip, an opaque id for scripts
     (`switch --tip`, `history --tip`).
     """
-
-    async def query(store: SessionStore) -> list[Branch]:
-        return await (await stored_session(store, session_id, scope)).branches()
-
-    found = run(settings, read(settings, query))
+    found = run(settings, review(settings, lambda database: list_branches(database, session_id, scope)))
     if as_json:
         echo_json([record_json(branch) for branch in found])
         return
