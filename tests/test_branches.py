@@ -6,8 +6,10 @@ from collections.abc import Callable, Sequence
 from itertools import pairwise
 
 import pytest
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai import Agent
+from pydantic_ai.messages import ImageUrl, ModelMessage, TextContent
 from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.test import TestModel
 
 from processors import SummarizationProcessor
 from session_store import SearchHit, Session, SessionConflict, SessionStore
@@ -131,6 +133,15 @@ async def test_a_rewind_must_not_split_a_tool_call_from_its_return(store_factory
             await session.switch('12345')
         assert await session.history() == before
         assert len(await session.branches()) == 1
+
+
+async def test_a_branch_previews_its_last_prompt_as_text_its_media_left_out(store_factory: StoreFactory) -> None:
+    async with store_factory() as store:
+        session = await store.session('s')
+        image = ImageUrl(url='https://example.com/cat.png')
+        await session.run(Agent(TestModel()), ['What is   in', image, TextContent(content='this picture?')])
+        (branch,) = await session.branches()
+        assert branch.preview == 'What is in this picture?'
 
 
 @pytest.mark.slow_on_postgresql
