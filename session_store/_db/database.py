@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, select
@@ -47,8 +47,10 @@ class Database:
     - the ORM's (`read()`, `write()`): an `AsyncSession` over the async engine;
     - the hot path's (`statements()`, `transaction()`): a plain function of a synchronous SQLAlchemy
       `Connection`, so that it runs whole in one hop. On a SQLite file it runs on a worker thread, over a
-      synchronous engine on the same file; elsewhere through the async engine's `AsyncConnection.run_sync`. A
-      read of a few rows by index (`glance()`) runs on a SQLite file with no hop at all, on the loop's thread.
+      synchronous engine on the same file; elsewhere through the async engine's `AsyncConnection.run_sync`. On a
+      SQLite file a write transaction (one run's rows) and a read of a few rows by index (`glance()`) run with
+      no hop at all, on the loop's thread, on a connection that neither waits for a lock nor checkpoints the WAL;
+      what it can't do at once goes to a worker thread, which waits (`_write_here`, `_unwaiting`).
 
     Writes begin IMMEDIATE on SQLite and retry a refused lock, so "database is locked" never reaches a user.
     A connection found lost (a server restart, a failover, a pooled connection gone stale) is replaced and the
@@ -98,6 +100,8 @@ class Database:
                 for transaction in (True, False)
             }
         )
+        self._writes = 0
+        """Write transactions on a SQLite file since the last one that ran on a worker thread (`_write_here`)."""
         self._checked = False
         self._check_lock = asyncio.Lock()
 
@@ -227,26 +231,16 @@ class Database:
         if self._threaded_as is None or self.read_only or not self._checked:
             return await self.statements(work, session_id=session_id, writing=writing)
         try:
-            with self._threaded_as[False].connect() as connection:
-                # On the driver's connection itself, so it is no statement of the store's to SQLAlchemy's events.
-                driver = connection.connection.driver_connection
-                assert driver is not None
-                driver.execute('PRAGMA busy_timeout=0')
-                try:
-                    return work(connection)
-                finally:
-                    try:
-                        driver.execute(f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}')
-                    except Exception:
-                        connection.invalidate()  # never back in the pool a connection that doesn't wait for locks
-                        raise
+            with _unwaiting(self._threaded_as[False]) as connection:
+                return work(connection)
         except Exception:  # read again the usual way, which waits, retries and says what went wrong
             return await self.statements(work, session_id=session_id, writing=writing)
 
     async def transaction(self, session_id: str, work: Callable[[Connection], T]) -> T:
         """Run `work` in one write transaction, committed when it returns, rolled back if it raises; retried from
         the start while SQLite's lock is refused, and once on a fresh connection if the connection was lost, so
-        `work` may run more than once and must be safe to (a write under a revision check is)."""
+        `work` may run more than once and must be safe to (a write under a revision check is). On a SQLite file it
+        runs on the event loop's thread unless it must wait for the lock, so it must be short: one run's rows."""
         await self.ready(writing=True)
         return await self._attempts(
             session_id, lambda: self._run(work, transaction=True, session_id=session_id), writing=True
@@ -257,8 +251,23 @@ class Database:
             caller = Caller(session_id, asyncio.current_task())  # read here, in the caller's task
             return await _finished(self._run_async(work, transaction, caller))
         engine = self._threaded_as[transaction]
+        if transaction and self._write_here():
+            try:
+                with _unwaiting(engine) as connection, connection.begin():
+                    return work(connection)
+            except Exception as error:
+                if fault_of(error) is not Fault.LOCKED:
+                    raise
+                # Another connection holds the write lock: wait for it on a worker thread, as any write may.
         loop = asyncio.get_running_loop()
         return await _finished(loop.run_in_executor(_worker_threads(), _run_on, engine, work, transaction))
+
+    def _write_here(self) -> bool:
+        """Whether the next write transaction on a SQLite file is tried on the loop's thread: every one but each
+        `_CHECKPOINT_EVERY`-th, which runs on a worker thread, where SQLite's automatic checkpoint of the WAL (a
+        sync of the file) runs when due, rather than on the loop's thread, which never checkpoints."""
+        self._writes = (self._writes + 1) % _CHECKPOINT_EVERY
+        return self._writes != 0 and not self.read_only
 
     async def _run_async(self, work: Callable[[Connection], T], transaction: bool, caller: Caller) -> T:
         # Unpinged: a connection found dead is replaced, and the work tried again (`_attempts`).
@@ -343,6 +352,37 @@ _AUTOCOMMIT: dict[str, dict[str, Any]] = {
     'sqlite': {SQLITE_BEGIN: None},
     'postgresql': {'isolation_level': 'AUTOCOMMIT'},
 }
+
+
+_CHECKPOINT_EVERY = 32
+"""One write transaction in so many on a SQLite file runs on a worker thread, and checkpoints the WAL there when
+SQLite's automatic checkpoint is due (at 1,000 pages): the WAL outgrows that by at most the pages of 31 runs."""
+
+_WAITING = (f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}', 'PRAGMA wal_autocheckpoint=1000')
+_UNWAITING = ('PRAGMA busy_timeout=0', 'PRAGMA wal_autocheckpoint=0')
+
+
+@contextmanager
+def _unwaiting(engine: Engine) -> Iterator[Connection]:
+    """A connection of a SQLite file's synchronous engine for work on the event loop's own thread: it is refused
+    at once (a `LOCKED` fault) rather than waiting for another connection's lock, and it never checkpoints the WAL,
+    so the loop never blocks on another writer or on a sync of the file. Back in the pool, it waits and checkpoints
+    as every connection does."""
+    with engine.connect() as connection:
+        # On the driver's connection itself, so these are no statements of the store's to SQLAlchemy's events.
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        for pragma in _UNWAITING:
+            driver.execute(pragma)
+        try:
+            yield connection
+        finally:
+            try:
+                for pragma in _WAITING:
+                    driver.execute(pragma)
+            except Exception:
+                connection.invalidate()  # never back in the pool a connection that doesn't wait for locks
+                raise
 
 
 def _run_on(engine: Engine, work: Callable[[Connection], T], transaction: bool) -> T:

@@ -189,7 +189,8 @@ def _statement_name() -> str:
 
 def create_threaded_engine(url: URL, *, read_only: bool = False) -> Engine | None:
     """For a SQLite file, a synchronous engine over the same file, set up as `create_engine`'s: the one the
-    hot path runs whole transactions on, each in one hop to a worker thread. `None` for other databases.
+    hot path runs whole transactions on, on the event loop's thread or in one hop to a worker thread (`Database`).
+    `None` for other databases.
 
     An in-memory database exists only on its one connection, so it has no second engine.
     """
