@@ -238,8 +238,8 @@ async def test_a_sqlite_file_glances_on_the_loop_and_reads_on_a_worker_thread_wh
 
 
 async def test_a_run_on_a_sqlite_file_reads_and_writes_on_the_loop(tmp_path: Path) -> None:
-    """A run's reads (the session's row its kept window is checked against, a conversation's record) are glances,
-    made on the loop's thread, and so is its write, with no hop to a worker thread."""
+    """A run's reads (opening its session, the session's row its kept window is checked against, a conversation's
+    record) are glances, made on the loop's thread, and so is its write, with no hop to a worker thread."""
     sent: list[tuple[str, str]] = []
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
@@ -253,6 +253,7 @@ async def test_a_run_on_a_sqlite_file_reads_and_writes_on_the_loop(tmp_path: Pat
         await session.run(agent, 'Turn M1')
         for engine in store._database.sync_engines:
             event.listen(engine, 'before_cursor_execute', record)
+        session = await store.session('s')
         await session.run(agent, 'Turn M2')
         conversation = await store.conversations.load('s')
         assert conversation is not None

@@ -228,7 +228,8 @@ class Database:
         once (or that fails at all) is made again the usual way, on a worker thread that waits, so `work` must be a
         read. A read-only store, whose reads wait out writers, always reads the usual way. `writing`: as for
         `statements`."""
-        if self._threaded_as is None or self.read_only or not self._checked:
+        await self.ready(writing=writing)
+        if self._threaded_as is None or self.read_only:
             return await self.statements(work, session_id=session_id, writing=writing)
         try:
             with _unwaiting(self._threaded_as[False]) as connection:

@@ -123,7 +123,7 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
             return await stored_scope(db)
 
     # Most opens find the session: one row read, and a write only to create one.
-    found = await database.statements(
+    found = await database.glance(
         lambda db: db.execute(_SCOPE, {'session_id': session_id}).first(), session_id=session_id, writing=True
     )
     exists, stored = (False, None) if found is None else (True, found[0])
