@@ -33,7 +33,7 @@ from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
-from sqlalchemy import Row, bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -41,16 +41,25 @@ from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
 from ._codec import now
-from ._conversation_rows import DEFERRED, RECORD, entries_query, entry_of, record_columns, record_of, window_entries
+from ._conversation_rows import (
+    DEFERRED,
+    RECORD,
+    RecordRow,
+    entries_query,
+    entry_of,
+    record_columns,
+    record_of,
+    window_entries,
+)
 from ._db.sealing import Vault
 from ._history.archive import add_root_segment, copy_path, insert_messages, message_rows
 from ._history.branches import before_prompt, move_head
 from ._history.records import RunRecord
 from ._history.runs import Runs, SessionHead
 from ._history.tree import ENTRY_AT, entry_at, on_path, path_spans, spans_of, tip_entry_id
-from ._history.turns import compact_if_due
+from ._history.turns import Compaction, compact_if_due
 from ._history.window_cache import Recent
-from ._history.windows import WindowProcessor
+from ._history.windows import StoredRun, StoredWindow, WindowProcessor
 from ._ids import check_id, new_token
 from ._resubmitted import ResubmittedPrompt, refuse_resent_prompt, refuse_summary_cut_away
 from ._telemetry import span
@@ -73,7 +82,7 @@ _WHOLE = SlidingWindowProcessor(trigger=None)
 """Shapes the windows a store without a processor hands out once a compaction opened them: it never compacts, and
 keeps the system prompt before the compaction, as pydantic-ai's wire trim does."""
 
-_KEPT: ContextVar[Row[Any] | None] = ContextVar('session_store_kept_record', default=None)
+_KEPT: ContextVar[RecordRow | None] = ContextVar('session_store_kept_record', default=None)
 """A record's row this task read a moment ago, which the next `read_record` of its conversation hands out once
 instead of reading it again: in a load, the row the compaction check read, which pydantic-ai's `load` asks for
 next; in a save, the row at the revision the conversation was loaded at, since the write checks that revision
@@ -120,7 +129,7 @@ class SQLConversationStore(ConversationStore):
         self._runs = runs
         self._database = runs.database
         self._token_counter = token_counter
-        self._rows: Recent[str, Row[Any]] = Recent()
+        self._rows: Recent[str, RecordRow] = Recent()
         """The row each conversation had when its record was read last: a save right after (pydantic-ai's reads
         its record first) appends without reading it again, and a load reads the window kept at its revision."""
         self._tips: Recent[str, str] = Recent()
@@ -149,14 +158,17 @@ class SQLConversationStore(ConversationStore):
             kept = _KEPT.set(None)
             try:
                 if self.processor is not None and (row := await self._read_row(conversation_id)) is not None:
-                    compacted = 'no'
+                    compaction = Compaction('no')
+                    before = self._runs.windows.peek(conversation_id)
                     if scope in (None, row.scope):
-                        compacted = await compact_if_due(
+                        compaction = await compact_if_due(
                             self._runs, conversation_id, scope, self.processor, revision=row.revision
                         )
-                    current.set_attribute('session_store.window.compacted_now', compacted == 'yes')
-                    if compacted == 'no':  # the row just read is still the stored one: pydantic-ai's load takes it
+                    current.set_attribute('session_store.window.compacted_now', compaction.done == 'yes')
+                    if compaction.done == 'no':  # the row just read is the stored one: pydantic-ai's load takes it
                         _KEPT.set(row)
+                    elif compaction.stored is not None:  # the compaction's write tells how it changed the row
+                        _KEPT.set(self._compacted_row(row, before, compaction.stored))
                 loaded = await super().load(conversation_id, limit=limit, scope=scope)
             finally:
                 _KEPT.reset(kept)
@@ -227,15 +239,43 @@ class SQLConversationStore(ConversationStore):
             return None
         return record_of(self._database.sealer, found, found.tip)
 
-    async def _read_row(self, conversation_id: str) -> Row[Any] | None:
+    async def _read_row(self, conversation_id: str) -> RecordRow | None:
         """The conversation's session row as `RECORD` reads it (one SELECT), kept for the load or save after it."""
-        found = await self._database.glance(
+        read = await self._database.glance(
             lambda db: db.execute(RECORD, {'session_id': conversation_id}).first(), session_id=conversation_id
         )
+        found = None if read is None else RecordRow._make(read)
         self._rows.put(conversation_id, found)
         if found is not None and found.tip is not None:
             self._tips.put(found.tip, conversation_id)
         return found
+
+    def _compacted_row(self, row: RecordRow, before: StoredWindow | None, stored: StoredRun) -> RecordRow | None:
+        """`row` as the compaction of the window at its revision (`before`, if kept) left it, with what that write
+        `stored`, kept for the load to hand out; `None` when the window kept since is not that write's, or `before`
+        does not hold the entry the new window opens after (the row is read again then)."""
+        after = self._runs.windows.peek(row.session_id)
+        if after is None or after.revision != stored.revision or after.message_count != row.message_count:
+            return None
+        if after.window_start in (0, row.window_start):
+            before_window = None if after.window_start == 0 else row.before_window
+        elif before is None or before.revision != row.revision:
+            return None
+        else:
+            opening = [e.entry_id for e in before.entries if e.position == after.window_start - 1]
+            if not opening:
+                return None
+            before_window = opening[0]
+        compacted = row._replace(
+            revision=stored.revision,
+            head_end=after.head_end,
+            window_start=after.window_start,
+            before_window=before_window,
+            usage=stored.usage,
+            updated_at=stored.updated_at,
+        )
+        self._rows.put(row.session_id, compacted)
+        return compacted
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""

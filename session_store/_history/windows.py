@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from copy import copy
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
@@ -79,7 +80,7 @@ class StoredWindow:
         run's processor indexed the history: `indexed`); `None` when only a read can tell which summary it starts
         from (a stored one further along the path comes within reach).
         """
-        summary_pks, entry_ids, usage = stored
+        summary_pks, entry_ids, usage = stored.summary_pks, stored.entry_ids, stored.usage
         beyond = self.next_summary_at is not None and self.next_summary_at <= record.window_start
         if record.summaries:
             made = record.summaries[-1]
@@ -234,11 +235,14 @@ class _Opening:
 
 
 class StoredRun(NamedTuple):
-    """What storing a run made: its summaries' keys, its messages' entry ids, and its usage as stored."""
+    """What storing a run made: its summaries' keys, its messages' entry ids, its usage, the session's revision and
+    the time it was updated at, as stored."""
 
     summary_pks: list[int]
     entry_ids: list[str]
     usage: dict[str, Any]
+    revision: str
+    updated_at: datetime
 
 
 def head_read(head_end: int, window_start: int) -> int:
