@@ -23,11 +23,12 @@ entries with the source, so deleting one conversation never touches another's me
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from contextvars import ContextVar
 from copy import copy
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
@@ -89,6 +90,16 @@ next; in a save, the row at the revision the conversation was loaded at, since t
 again, in the same statement that writes."""
 
 
+class _Entries(NamedTuple):
+    """A window kept in memory (held weakly: the window cache decides how long it lives), as the entries the store
+    handed out for it, shaped by `processor`, the last ending at `head_id`."""
+
+    window: weakref.ref[StoredWindow]
+    processor: WindowProcessor
+    head_id: str
+    entries: tuple[ConversationEntry, ...]
+
+
 def _unstorable(conversation_id: str, detail: str) -> UserError:
     return UserError(
         f'Conversation {conversation_id!r} cannot be saved: {detail}. New entries must form one chain from '
@@ -134,6 +145,9 @@ class SQLConversationStore(ConversationStore):
         its record first) appends without reading it again, and a load reads the window kept at its revision."""
         self._tips: Recent[str, str] = Recent()
         """The conversation each recently read head entry is in (an entry never moves to another)."""
+        self._entries: Recent[str, _Entries] = Recent()
+        """The entries each conversation's window kept in memory was last handed out as: the same window (the object
+        kept at one revision) is the same entries, frozen, so each load hands out a list of the same ones."""
         self.processor = processor
         """The store's processor, if it was given one. With it, `load` hands back the window a `Session` would
         run from (compacting it first when the trigger holds, and storing that summary) and `read_history` of
@@ -224,7 +238,8 @@ class SQLConversationStore(ConversationStore):
         """`refuse_summary_cut_away` against the window kept in memory at the revision the conversation was loaded
         at (a save of a conversation loaded elsewhere is not checked)."""
         row = self._rows.peek(saved.conversation_id)
-        if self.processor is not None and row is not None:
+        # Only a history saved as rewritten from a message on (no `new_message_index`) can have cut the summary away.
+        if self.processor is not None and row is not None and saved.new_message_index is None:
             refuse_summary_cut_away(saved, self._runs.window_at(saved.conversation_id, row.revision, self.processor))
 
     # Reading
@@ -362,9 +377,15 @@ class SQLConversationStore(ConversationStore):
             )
             if session_id is None:
                 raise LookupError(f'No conversation entry {head_id!r} in the store.')
-        loaded = None if head is None else self._runs.window_at(session_id, head.revision, processor)
-        if loaded is None:
+        window = None if head is None else self._runs.kept(session_id, head.revision)
+        made = None if window is None else self._entries.peek(session_id)
+        if made is not None and made.window() is window and made.processor is processor and made.head_id == head_id:
+            return list(made.entries)
+        if window is None:
             loaded = await self._runs.load_window(session_id, None, processor)
+            window = self._runs.kept(session_id, loaded.revision)  # the one just read
+        else:
+            loaded = window.loaded(processor)
         if not loaded.entry_ids or loaded.entry_ids[-1] != head_id:
             return None
         parent: str | None = None
@@ -375,7 +396,10 @@ class SQLConversationStore(ConversationStore):
             else:
                 at = {'segment_pk': loaded.segment_pk, 'position': loaded.positions[0] - 1}
                 parent = await self._database.statements(lambda db: db.execute(ENTRY_AT, at).scalar())
-        return window_entries(loaded, parent)
+        entries = window_entries(loaded, parent)
+        if window is not None:
+            self._entries.put(session_id, _Entries(weakref.ref(window), processor, head_id, tuple(entries)))
+        return entries
 
     def _head(self, conversation_id: str) -> SessionHead | None:
         """The `SessionHead` of the row the conversation's record was read from last, if it is kept."""

@@ -425,6 +425,25 @@ async def test_a_load_that_compacts_reads_the_session_row_once(store_factory: St
     assert [s.covers_to for s in await store.summaries('c')] == [8]
 
 
+async def test_loads_at_one_revision_hand_out_lists_of_their_own(store_factory: StoreFactory) -> None:
+    """The window kept in memory is handed out as the same entries while the revision holds, each load in a list
+    of its own: a caller changing one changes no other load's, and a save moves the entries on."""
+    store = store_factory(processor=SummarizationProcessor(FunctionModel(assistant), trigger=('messages', 40)))
+    agent = make_agent()
+    for turn in range(3):
+        await run_turn(store.conversations, agent, 'c', f'question {turn}')
+    first = await store.conversations.load_entries('c')
+    assert first is not None and len(first) == 12
+    whole = list(first)
+    first.clear()
+    again = await store.conversations.load_entries('c')
+    assert again == whole and again is not first
+    await run_turn(store.conversations, agent, 'c', 'question 3')
+    after = await store.conversations.load_entries('c')
+    assert after is not None and after[:12] == whole and len(after) == 16
+    assert [e.parent_id for e in after] == [None, *(e.id for e in after[:-1])]
+
+
 async def test_a_load_that_compacts_writes_its_summary_with_the_window_or_nothing(store_factory: StoreFactory) -> None:
     """The summary a load makes and the window's move past it are one write (on PostgreSQL one statement: one trip,
     atomic on its own). A writer that moves the session while the summarizer works makes that write a conflict:

@@ -215,8 +215,13 @@ class Runs:
     def window_at(self, session_id: str, revision: str, processor: WindowProcessor) -> LoadedWindow | None:
         """The session's window as kept in memory, if it is the one at `revision` (read just now by the caller,
         with the session's row): no trip to the database."""
+        window = self.kept(session_id, revision)
+        return None if window is None else window.loaded(processor)
+
+    def kept(self, session_id: str, revision: str) -> StoredWindow | None:
+        """The session's window kept in memory, as stored, if it is the one at `revision`."""
         window = self.windows.peek(session_id)
-        return None if window is None or window.revision != revision else window.loaded(processor)
+        return None if window is None or window.revision != revision else window
 
     async def append(
         self,

@@ -193,9 +193,10 @@ async def compact_if_due(
     stored in their own transaction. A run through pydantic-ai's own door runs without the store, so its load
     does this first. A summarizer that fails leaves the sliding window's cut, as in a run, and no summary.
     """
-    kept = None if revision is None else runs.window_at(session_id, revision, processor)
-    if kept is not None and window_engine(processor).below_every_trigger(len(kept.messages)):
+    window = None if revision is None else runs.kept(session_id, revision)
+    if window is not None and window_engine(processor).below_every_trigger(window.length(processor)):
         return Compaction('no')  # what the processor's pass over the window would find, without making one
+    kept = None if window is None else window.loaded(processor)
     try:
         turn = await Turn.start(runs, session_id, scope, processor, loaded=kept)
     except SessionNotFound:

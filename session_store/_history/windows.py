@@ -119,9 +119,7 @@ class StoredWindow:
         """The window a run starts from: head, then the tail with the bridge riding in its first request
         (or standing before it, when the tail opens with a response)."""
         engine = window_engine(processor)
-        shown = self.shown.get(engine)
-        if shown is None:
-            shown = self.shown.put(engine, self._shown(engine))
+        shown = self._shown_by(engine)
         indexed = self.indexed[1] if self.indexed is not None and self.indexed[0] is engine else None
         return LoadedWindow(
             session_pk=self.session_pk,
@@ -140,6 +138,14 @@ class StoredWindow:
             deferred_tool_requests=self.deferred_tool_requests,
             indexed=indexed,
         )
+
+    def length(self, processor: WindowProcessor) -> int:
+        """How many messages the window `loaded(processor)` hands out holds, without making it."""
+        return len(self._shown_by(window_engine(processor)).messages)
+
+    def _shown_by(self, engine: WindowEngine) -> _Window:
+        shown = self.shown.get(engine)
+        return self.shown.put(engine, self._shown(engine)) if shown is None else shown
 
     def _shown(self, engine: WindowEngine) -> _Window:
         """The window as `engine` shapes it, made once per window and processor (`loaded` hands out copies)."""
