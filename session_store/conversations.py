@@ -34,6 +34,7 @@ from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessage
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -401,6 +402,30 @@ class SQLConversationStore(ConversationStore):
             self._entries.put(session_id, _Entries(weakref.ref(window), processor, head_id, tuple(entries)))
         return entries
 
+    def _extend_entries(
+        self,
+        conversation_id: str,
+        before: StoredWindow | None,
+        new_entries: Sequence[ConversationEntry],
+        messages: Sequence[ModelMessage],
+        revision: str,
+    ) -> None:
+        """Keep the entries handed out for the window `before` an append, with the appended ones (`new_entries`,
+        holding the `messages` kept) after them, as the entries of the window kept at `revision`, when that window
+        is `before`'s grown by them."""
+        made = self._entries.peek(conversation_id)
+        window = self._runs.kept(conversation_id, revision)
+        if made is None or before is None or window is None or made.window() is not before:
+            return
+        if made.head_id != new_entries[0].parent_id or not window.extends(before):
+            return
+        added = [
+            ConversationEntry(id=e.id, parent_id=e.parent_id, message=m)
+            for e, m in zip(new_entries, messages, strict=True)
+        ]
+        entries = (*made.entries, *added)
+        self._entries.put(conversation_id, _Entries(weakref.ref(window), made.processor, entries[-1].id, entries))
+
     def _head(self, conversation_id: str) -> SessionHead | None:
         """The `SessionHead` of the row the conversation's record was read from last, if it is kept."""
         row = self._rows.peek(conversation_id)
@@ -463,6 +488,7 @@ class SQLConversationStore(ConversationStore):
                 entry_ids=[e.id for e in new_entries],
             )
             after = new_entries[0].parent_id
+            before = self._runs.kept(conversation_id, expected_revision)
             stored = await self._runs.append(
                 conversation_id,
                 after,
@@ -472,6 +498,7 @@ class SQLConversationStore(ConversationStore):
                 head=self._head(conversation_id),
             )
             if stored is not None:
+                self._extend_entries(conversation_id, before, new_entries, appended.messages, record.revision)
                 return
 
         # A write transaction (SQLite's write lock taken up front, a refused lock retried), finished even when the

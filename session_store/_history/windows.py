@@ -92,13 +92,16 @@ class StoredWindow:
         else:
             summary = self.summary
         count = self.message_count + len(record.messages)
-        added = map(Entry, range(self.message_count, count), record.messages, record.tokens, entry_ids)
+        added = list(map(Entry, range(self.message_count, count), record.messages, record.tokens, entry_ids))
         head = head_read(record.head_end, record.window_start)
         entries = tuple(e for e in (*self.entries, *added) if e.position < head or e.position >= record.window_start)
         if len(entries) != head + count - record.window_start:
             return None  # the new head reaches messages this window did not hold
         bounds = (record.head_end, record.window_start, summary)
         same_opening = bounds == (self.head_end, self.window_start, self.summary)
+        # The run's messages extend a tail whose first message (the one the bridge rides in) stays: the window shown
+        # grows by them, made again only for another processor.
+        grown = self.shown.grown(added, record.usage) if same_opening and self.holds_tail() else _Made()
         return StoredWindow(
             session_pk=self.session_pk,
             segment_pk=self.segment_pk,
@@ -113,6 +116,21 @@ class StoredWindow:
             deferred_tool_requests=record.deferred_tool_requests,
             indexed=indexed if same_opening else None,
             opening=self.opening if same_opening else _Opening(),
+            shown=grown,
+        )
+
+    def holds_tail(self) -> bool:
+        """Whether the window's tail holds a message: its first, which the bridge rides in, stays as messages are
+        appended."""
+        return self.message_count > max(self.window_start, self.head_end)
+
+    def extends(self, before: StoredWindow) -> bool:
+        """Whether this window is `before` with messages appended to its tail, shown the same up to them."""
+        return (
+            before.holds_tail()
+            and self.message_count >= before.message_count
+            and (self.session_pk, self.segment_pk, self.head_end, self.window_start, self.summary)
+            == (before.session_pk, before.segment_pk, before.head_end, before.window_start, before.summary)
         )
 
     def loaded(self, processor: WindowProcessor) -> LoadedWindow:
@@ -216,6 +234,23 @@ class _Made:
     def put(self, engine: WindowEngine, window: _Window) -> _Window:
         self._made = (engine, window)
         return window
+
+    def grown(self, added: list[Entry], usage: RunUsage) -> _Made:
+        """The window made here with `added` appended to its tail, and the session's usage now `usage`."""
+        grown = _Made()
+        if self._made is not None:
+            engine, window = self._made
+            grown.put(
+                engine,
+                _Window(
+                    messages=[*window.messages, *(e.message for e in added)],
+                    positions=[*window.positions, *(e.position for e in added)],
+                    tokens=[*window.tokens, *(e.tokens for e in added)],
+                    entry_ids=[*window.entry_ids, *(e.entry_id for e in added)],
+                    usage=copy(usage),
+                ),
+            )
+        return grown
 
 
 class _Opening:
