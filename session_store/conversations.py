@@ -35,6 +35,7 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -42,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
-from ._codec import now
+from ._codec import load_usage, now
 from ._conversation_rows import (
     DEFERRED,
     RECORD,
@@ -146,6 +147,8 @@ class SQLConversationStore(ConversationStore):
         its record first) appends without reading it again, and a load reads the window kept at its revision."""
         self._tips: Recent[str, str] = Recent()
         """The conversation each recently read head entry is in (an entry never moves to another)."""
+        self._usages: Recent[str, tuple[dict[str, Any] | None, RunUsage]] = Recent()
+        """The usage each conversation's row held when it was parsed last, with what it parsed to."""
         self._entries: Recent[str, _Entries] = Recent()
         """The entries each conversation's window kept in memory was last handed out as: the same window (the object
         kept at one revision) is the same entries, frozen, so each load hands out a list of the same ones."""
@@ -253,7 +256,16 @@ class SQLConversationStore(ConversationStore):
             _KEPT.set(None)  # once: a second read in the same load or save (after a failed one) reads afresh
         elif (found := await self._read_row(conversation_id)) is None:
             return None
-        return record_of(self._database.sealer, found, found.tip)
+        return record_of(self._database.sealer, found, found.tip, self._usage_of(found))
+
+    def _usage_of(self, row: RecordRow) -> RunUsage:
+        """The usage `row` holds, parsed once for each value the conversation's row takes (a save, which dumped it,
+        keeps it parsed), handed out as a copy: a record's usage is its caller's to change."""
+        kept = self._usages.peek(row.session_id)
+        if kept is None or kept[0] != row.usage:
+            kept = (row.usage, load_usage(row.usage))
+            self._usages.put(row.session_id, kept)
+        return copy(kept[1])
 
     async def _read_row(self, conversation_id: str) -> RecordRow | None:
         """The conversation's session row as `RECORD` reads it (one SELECT), kept for the load or save after it."""
@@ -498,6 +510,7 @@ class SQLConversationStore(ConversationStore):
                 head=self._head(conversation_id),
             )
             if stored is not None:
+                self._usages.put(conversation_id, (stored.usage, copy(record.usage)))
                 self._extend_entries(conversation_id, before, new_entries, appended.messages, record.revision)
                 return
 

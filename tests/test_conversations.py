@@ -427,7 +427,8 @@ async def test_a_load_that_compacts_reads_the_session_row_once(store_factory: St
 
 async def test_loads_at_one_revision_hand_out_lists_of_their_own(store_factory: StoreFactory) -> None:
     """The window kept in memory is handed out as the same entries while the revision holds, each load in a list
-    of its own: a caller changing one changes no other load's, and a save moves the entries on."""
+    of its own (and with a usage of its own): a caller changing one changes no other load's, and a save moves the
+    entries on."""
     store = store_factory(processor=SummarizationProcessor(FunctionModel(assistant), trigger=('messages', 40)))
     agent = make_agent()
     for turn in range(3):
@@ -442,6 +443,19 @@ async def test_loads_at_one_revision_hand_out_lists_of_their_own(store_factory: 
     after = await store.conversations.load_entries('c')
     assert after is not None and after[:12] == whole and len(after) == 16
     assert [e.parent_id for e in after] == [None, *(e.id for e in after[:-1])]
+
+    # So is the usage: each load's is its own to change.
+    loaded = await store.conversations.load('c')
+    assert loaded is not None and loaded.usage.requests == 8
+    loaded.usage.requests += 100
+    loaded.usage.details['changed'] = 1
+    reloaded = await store.conversations.load('c')
+    assert reloaded is not None and reloaded.usage.requests == 8 and 'changed' not in reloaded.usage.details
+    saved = await agent.run('question 4', conversation=reloaded)
+    await store.conversations.save(saved)
+    saved.conversation.usage.requests += 100
+    last = await store.conversations.load('c')
+    assert last is not None and last.usage.requests == 10
 
 
 async def test_a_load_that_compacts_writes_its_summary_with_the_window_or_nothing(store_factory: StoreFactory) -> None:
