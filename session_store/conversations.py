@@ -151,7 +151,8 @@ class SQLConversationStore(ConversationStore):
         """The usage each conversation's row held when it was parsed last, with what it parsed to."""
         self._entries: Recent[str, _Entries] = Recent()
         """The entries each conversation's window kept in memory was last handed out as: the same window (the object
-        kept at one revision) is the same entries, frozen, so each load hands out a list of the same ones."""
+        kept at one revision) is the same entries, frozen, so each load hands out a list of the same ones; a save
+        that grows the window extends them by its own."""
         self.processor = processor
         """The store's processor, if it was given one. With it, `load` hands back the window a `Session` would
         run from (compacting it first when the trigger holds, and storing that summary) and `read_history` of
