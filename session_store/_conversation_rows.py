@@ -3,11 +3,13 @@ values made of their rows (pydantic-ai's `ConversationRecord` and `ConversationE
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import pydantic
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.usage import RunUsage
 from sqlalchemy import Row, Select, and_, case, select
 from sqlalchemy.orm import aliased
 
@@ -18,7 +20,16 @@ from ._history.runs import HEAD
 from ._history.tree import entry_before_window
 from .rows import MessageRow, SegmentRow, SessionRow
 
-__all__ = ('DEFERRED', 'RECORD', 'entries_query', 'entry_of', 'record_columns', 'record_of', 'window_entries')
+__all__ = (
+    'DEFERRED',
+    'RECORD',
+    'RecordRow',
+    'entries_query',
+    'entry_of',
+    'record_columns',
+    'record_of',
+    'window_entries',
+)
 
 DEFERRED: pydantic.TypeAdapter[DeferredToolRequests] = pydantic.TypeAdapter(DeferredToolRequests)
 """The same JSON `Session` stores a paused run's requests in, so either side can read the other's."""
@@ -36,7 +47,30 @@ RECORD = HEAD.add_columns(
     _sessions.updated_at,
 )
 """A session's row as a record is made of it: a `SessionHead` (its tip the record's head), the entry just before
-its window (which a window without a head opens after), then the rest."""
+its window (which a window without a head opens after), then the rest. `RecordRow` holds it."""
+
+
+class RecordRow(NamedTuple):
+    """A row `RECORD` read, in its column order (a `SessionHead` first), or that row as a write of this process
+    left it."""
+
+    pk: int
+    revision: str
+    message_count: int
+    head_end: int
+    window_start: int
+    active_segment_pk: int | None
+    tip: str | None
+    before_window: str | None
+    session_id: str
+    scope: str | None
+    usage: dict[str, Any] | None
+    deferred_tool_requests: dict[str, Any] | str | None
+    forked_from: str | None
+    forked_at: str | None
+    branches: list[Any] | None
+    updated_at: datetime
+
 
 _Parent = aliased(MessageRow, name='parent')
 """The message before another one on its path, whose `entry_id` is that one's `parent_id`."""
@@ -72,12 +106,15 @@ def entry_of(sealer: Sealer, row: Row[str, int, int, str, str | None, str]) -> C
     return ConversationEntry(id=entry_id, parent_id=parent_id, message=message)
 
 
-def record_of(sealer: Sealer, row: SessionRow | Row[*tuple[Any, ...]], head_id: str | None) -> ConversationRecord:
+def record_of(
+    sealer: Sealer, row: SessionRow | RecordRow, head_id: str | None, usage: RunUsage | None = None
+) -> ConversationRecord:
+    """The record `row` holds; `usage`, when the caller holds the row's usage parsed already."""
     deferred = sealer.open_json(row.session_id, row.pk, 'deferred tool requests', row.deferred_tool_requests)
     return ConversationRecord(
         conversation_id=row.session_id,
         head_id=head_id,
-        usage=load_usage(row.usage),
+        usage=load_usage(row.usage) if usage is None else usage,
         deferred_tool_requests=None if deferred is None else DEFERRED.validate_python(deferred),
         scope=row.scope,
         forked_from=row.forked_from,

@@ -23,34 +23,46 @@ entries with the source, so deleting one conversation never touches another's me
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from contextvars import ContextVar
 from copy import copy
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
-from sqlalchemy import Row, bindparam, insert, select, update
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
-from ._codec import now
-from ._conversation_rows import DEFERRED, RECORD, entries_query, entry_of, record_columns, record_of, window_entries
+from ._codec import load_usage, now
+from ._conversation_rows import (
+    DEFERRED,
+    RECORD,
+    RecordRow,
+    entries_query,
+    entry_of,
+    record_columns,
+    record_of,
+    window_entries,
+)
 from ._db.sealing import Vault
 from ._history.archive import add_root_segment, copy_path, insert_messages, message_rows
 from ._history.branches import before_prompt, move_head
 from ._history.records import RunRecord
 from ._history.runs import Runs, SessionHead
 from ._history.tree import ENTRY_AT, entry_at, on_path, path_spans, spans_of, tip_entry_id
-from ._history.turns import compact_if_due
+from ._history.turns import Compaction, compact_if_due
 from ._history.window_cache import Recent
-from ._history.windows import WindowProcessor
+from ._history.windows import StoredRun, StoredWindow, WindowProcessor
 from ._ids import check_id, new_token
 from ._resubmitted import ResubmittedPrompt, refuse_resent_prompt, refuse_summary_cut_away
 from ._telemetry import span
@@ -73,11 +85,21 @@ _WHOLE = SlidingWindowProcessor(trigger=None)
 """Shapes the windows a store without a processor hands out once a compaction opened them: it never compacts, and
 keeps the system prompt before the compaction, as pydantic-ai's wire trim does."""
 
-_KEPT: ContextVar[Row[Any] | None] = ContextVar('session_store_kept_record', default=None)
+_KEPT: ContextVar[RecordRow | None] = ContextVar('session_store_kept_record', default=None)
 """A record's row this task read a moment ago, which the next `read_record` of its conversation hands out once
 instead of reading it again: in a load, the row the compaction check read, which pydantic-ai's `load` asks for
 next; in a save, the row at the revision the conversation was loaded at, since the write checks that revision
 again, in the same statement that writes."""
+
+
+class _Entries(NamedTuple):
+    """A window kept in memory (held weakly: the window cache decides how long it lives), as the entries the store
+    handed out for it, shaped by `processor`, the last ending at `head_id`."""
+
+    window: weakref.ref[StoredWindow]
+    processor: WindowProcessor
+    head_id: str
+    entries: tuple[ConversationEntry, ...]
 
 
 def _unstorable(conversation_id: str, detail: str) -> UserError:
@@ -120,11 +142,17 @@ class SQLConversationStore(ConversationStore):
         self._runs = runs
         self._database = runs.database
         self._token_counter = token_counter
-        self._rows: Recent[str, Row[Any]] = Recent()
+        self._rows: Recent[str, RecordRow] = Recent()
         """The row each conversation had when its record was read last: a save right after (pydantic-ai's reads
         its record first) appends without reading it again, and a load reads the window kept at its revision."""
         self._tips: Recent[str, str] = Recent()
         """The conversation each recently read head entry is in (an entry never moves to another)."""
+        self._usages: Recent[str, tuple[dict[str, Any] | None, RunUsage]] = Recent()
+        """The usage each conversation's row held when it was parsed last, with what it parsed to."""
+        self._entries: Recent[str, _Entries] = Recent()
+        """The entries each conversation's window kept in memory was last handed out as: the same window (the object
+        kept at one revision) is the same entries, frozen, so each load hands out a list of the same ones; a save
+        that grows the window extends them by its own."""
         self.processor = processor
         """The store's processor, if it was given one. With it, `load` hands back the window a `Session` would
         run from (compacting it first when the trigger holds, and storing that summary) and `read_history` of
@@ -149,14 +177,17 @@ class SQLConversationStore(ConversationStore):
             kept = _KEPT.set(None)
             try:
                 if self.processor is not None and (row := await self._read_row(conversation_id)) is not None:
-                    compacted = 'no'
+                    compaction = Compaction('no')
+                    before = self._runs.windows.peek(conversation_id)
                     if scope in (None, row.scope):
-                        compacted = await compact_if_due(
+                        compaction = await compact_if_due(
                             self._runs, conversation_id, scope, self.processor, revision=row.revision
                         )
-                    current.set_attribute('session_store.window.compacted_now', compacted == 'yes')
-                    if compacted == 'no':  # the row just read is still the stored one: pydantic-ai's load takes it
+                    current.set_attribute('session_store.window.compacted_now', compaction.done == 'yes')
+                    if compaction.done == 'no':  # the row just read is the stored one: pydantic-ai's load takes it
                         _KEPT.set(row)
+                    elif compaction.stored is not None:  # the compaction's write tells how it changed the row
+                        _KEPT.set(self._compacted_row(row, before, compaction.stored))
                 loaded = await super().load(conversation_id, limit=limit, scope=scope)
             finally:
                 _KEPT.reset(kept)
@@ -212,7 +243,8 @@ class SQLConversationStore(ConversationStore):
         """`refuse_summary_cut_away` against the window kept in memory at the revision the conversation was loaded
         at (a save of a conversation loaded elsewhere is not checked)."""
         row = self._rows.peek(saved.conversation_id)
-        if self.processor is not None and row is not None:
+        # Only a history saved as rewritten from a message on (no `new_message_index`) can have cut the summary away.
+        if self.processor is not None and row is not None and saved.new_message_index is None:
             refuse_summary_cut_away(saved, self._runs.window_at(saved.conversation_id, row.revision, self.processor))
 
     # Reading
@@ -225,17 +257,54 @@ class SQLConversationStore(ConversationStore):
             _KEPT.set(None)  # once: a second read in the same load or save (after a failed one) reads afresh
         elif (found := await self._read_row(conversation_id)) is None:
             return None
-        return record_of(self._database.sealer, found, found.tip)
+        return record_of(self._database.sealer, found, found.tip, self._usage_of(found))
 
-    async def _read_row(self, conversation_id: str) -> Row[Any] | None:
+    def _usage_of(self, row: RecordRow) -> RunUsage:
+        """The usage `row` holds, parsed once for each value the conversation's row takes (a save, which dumped it,
+        keeps it parsed), handed out as a copy: a record's usage is its caller's to change."""
+        kept = self._usages.peek(row.session_id)
+        if kept is None or kept[0] != row.usage:
+            kept = (row.usage, load_usage(row.usage))
+            self._usages.put(row.session_id, kept)
+        return copy(kept[1])
+
+    async def _read_row(self, conversation_id: str) -> RecordRow | None:
         """The conversation's session row as `RECORD` reads it (one SELECT), kept for the load or save after it."""
-        found = await self._database.glance(
+        read = await self._database.glance(
             lambda db: db.execute(RECORD, {'session_id': conversation_id}).first(), session_id=conversation_id
         )
+        found = None if read is None else RecordRow._make(read)
         self._rows.put(conversation_id, found)
         if found is not None and found.tip is not None:
             self._tips.put(found.tip, conversation_id)
         return found
+
+    def _compacted_row(self, row: RecordRow, before: StoredWindow | None, stored: StoredRun) -> RecordRow | None:
+        """`row` as the compaction of the window at its revision (`before`, if kept) left it, with what that write
+        `stored`, kept for the load to hand out; `None` when the window kept since is not that write's, or `before`
+        does not hold the entry the new window opens after (the row is read again then)."""
+        after = self._runs.windows.peek(row.session_id)
+        if after is None or after.revision != stored.revision or after.message_count != row.message_count:
+            return None
+        if after.window_start in (0, row.window_start):
+            before_window = None if after.window_start == 0 else row.before_window
+        elif before is None or before.revision != row.revision:
+            return None
+        else:
+            opening = [e.entry_id for e in before.entries if e.position == after.window_start - 1]
+            if not opening:
+                return None
+            before_window = opening[0]
+        compacted = row._replace(
+            revision=stored.revision,
+            head_end=after.head_end,
+            window_start=after.window_start,
+            before_window=before_window,
+            usage=stored.usage,
+            updated_at=stored.updated_at,
+        )
+        self._rows.put(row.session_id, compacted)
+        return compacted
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
@@ -322,9 +391,15 @@ class SQLConversationStore(ConversationStore):
             )
             if session_id is None:
                 raise LookupError(f'No conversation entry {head_id!r} in the store.')
-        loaded = None if head is None else self._runs.window_at(session_id, head.revision, processor)
-        if loaded is None:
+        window = None if head is None else self._runs.kept(session_id, head.revision)
+        made = None if window is None else self._entries.peek(session_id)
+        if made is not None and made.window() is window and made.processor is processor and made.head_id == head_id:
+            return list(made.entries)
+        if window is None:
             loaded = await self._runs.load_window(session_id, None, processor)
+            window = self._runs.kept(session_id, loaded.revision)  # the one just read
+        else:
+            loaded = window.loaded(processor)
         if not loaded.entry_ids or loaded.entry_ids[-1] != head_id:
             return None
         parent: str | None = None
@@ -335,7 +410,34 @@ class SQLConversationStore(ConversationStore):
             else:
                 at = {'segment_pk': loaded.segment_pk, 'position': loaded.positions[0] - 1}
                 parent = await self._database.statements(lambda db: db.execute(ENTRY_AT, at).scalar())
-        return window_entries(loaded, parent)
+        entries = window_entries(loaded, parent)
+        if window is not None:
+            self._entries.put(session_id, _Entries(weakref.ref(window), processor, head_id, tuple(entries)))
+        return entries
+
+    def _extend_entries(
+        self,
+        conversation_id: str,
+        before: StoredWindow | None,
+        new_entries: Sequence[ConversationEntry],
+        messages: Sequence[ModelMessage],
+        revision: str,
+    ) -> None:
+        """Keep the entries handed out for the window `before` an append, with the appended ones (`new_entries`,
+        holding the `messages` kept) after them, as the entries of the window kept at `revision`, when that window
+        is `before`'s grown by them."""
+        made = self._entries.peek(conversation_id)
+        window = self._runs.kept(conversation_id, revision)
+        if made is None or before is None or window is None or made.window() is not before:
+            return
+        if made.head_id != new_entries[0].parent_id or not window.extends(before):
+            return
+        added = [
+            ConversationEntry(id=e.id, parent_id=e.parent_id, message=m)
+            for e, m in zip(new_entries, messages, strict=True)
+        ]
+        entries = (*made.entries, *added)
+        self._entries.put(conversation_id, _Entries(weakref.ref(window), made.processor, entries[-1].id, entries))
 
     def _head(self, conversation_id: str) -> SessionHead | None:
         """The `SessionHead` of the row the conversation's record was read from last, if it is kept."""
@@ -399,6 +501,7 @@ class SQLConversationStore(ConversationStore):
                 entry_ids=[e.id for e in new_entries],
             )
             after = new_entries[0].parent_id
+            before = self._runs.kept(conversation_id, expected_revision)
             stored = await self._runs.append(
                 conversation_id,
                 after,
@@ -408,6 +511,8 @@ class SQLConversationStore(ConversationStore):
                 head=self._head(conversation_id),
             )
             if stored is not None:
+                self._usages.put(conversation_id, (stored.usage, copy(record.usage)))
+                self._extend_entries(conversation_id, before, new_entries, appended.messages, record.revision)
                 return
 
         # A write transaction (SQLite's write lock taken up front, a refused lock retried), finished even when the

@@ -389,6 +389,75 @@ async def test_a_paused_conversation_exports_with_its_pending_calls(store_factor
     assert approved.output == 'approved lookup of refund (seen 3)'
 
 
+async def test_a_load_that_compacts_reads_the_session_row_once(store_factory: StoreFactory) -> None:
+    """The compaction's own write says how the session's row changed: the load hands out the window it stored
+    without reading the row again, the entries' parents and the save after it go by that row, and another store
+    loads the same conversation."""
+
+    async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(f'Summary of {len(messages)} requests')])
+
+    processor = SummarizationProcessor(FunctionModel(summarize), trigger=('messages', 10), keep=('messages', 4))
+    store, other = store_factory(processor=processor), store_factory(processor=processor)
+    agent = scripted_agent(ParallelToolAssistant())
+    for turn in range(1, 4):
+        await run_turn(store.conversations, agent, 'c', f'Turn M{turn}')
+    with statements(store) as sent:
+        loaded = await store.conversations.load('c')  # 12 messages: compacted first
+    assert loaded is not None and len(await store.summaries('c')) == 1
+    reads = [s for s in sent if s.lstrip().upper().startswith('SELECT')]
+    assert len(reads) == 1 and 'FROM sessions' in reads[0], reads
+    elsewhere = await other.conversations.load_entries('c')
+    record = await other.conversations.read_record('c')
+    assert elsewhere is not None and record is not None
+    assert loaded.revision == record.revision and loaded.usage == record.usage
+    assert loaded.messages == [e.message for e in elsewhere]
+    with statements(store) as sent:
+        entries = await store.conversations.read_history(record.head_id)
+    assert sent == [] and entries == elsewhere  # the window opens after the entry the row names
+
+    with statements(store) as sent:
+        await store.conversations.save(await agent.run('Turn M4', conversation=loaded))
+    assert not [s for s in sent if s.lstrip().upper().startswith('SELECT')], sent
+    assert len(await store.history('c', limit=None)) == 16
+    again = await other.conversations.load('c')
+    assert again is not None and again.messages[-4:] == (await store.history('c'))[-4:]
+    assert [s.covers_to for s in await store.summaries('c')] == [8]
+
+
+async def test_loads_at_one_revision_hand_out_lists_of_their_own(store_factory: StoreFactory) -> None:
+    """The window kept in memory is handed out as the same entries while the revision holds, each load in a list
+    of its own (and with a usage of its own): a caller changing one changes no other load's, and a save moves the
+    entries on."""
+    store = store_factory(processor=SummarizationProcessor(FunctionModel(assistant), trigger=('messages', 40)))
+    agent = make_agent()
+    for turn in range(3):
+        await run_turn(store.conversations, agent, 'c', f'question {turn}')
+    first = await store.conversations.load_entries('c')
+    assert first is not None and len(first) == 12
+    whole = list(first)
+    first.clear()
+    again = await store.conversations.load_entries('c')
+    assert again == whole and again is not first
+    await run_turn(store.conversations, agent, 'c', 'question 3')
+    after = await store.conversations.load_entries('c')
+    assert after is not None and after[:12] == whole and len(after) == 16
+    assert [e.parent_id for e in after] == [None, *(e.id for e in after[:-1])]
+
+    # So is the usage: each load's is its own to change.
+    loaded = await store.conversations.load('c')
+    assert loaded is not None and loaded.usage.requests == 8
+    loaded.usage.requests += 100
+    loaded.usage.details['changed'] = 1
+    reloaded = await store.conversations.load('c')
+    assert reloaded is not None and reloaded.usage.requests == 8 and 'changed' not in reloaded.usage.details
+    saved = await agent.run('question 4', conversation=reloaded)
+    await store.conversations.save(saved)
+    saved.conversation.usage.requests += 100
+    last = await store.conversations.load('c')
+    assert last is not None and last.usage.requests == 10
+
+
 async def test_a_load_that_compacts_writes_its_summary_with_the_window_or_nothing(store_factory: StoreFactory) -> None:
     """The summary a load makes and the window's move past it are one write (on PostgreSQL one statement: one trip,
     atomic on its own). A writer that moves the session while the summarizer works makes that write a conflict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -187,9 +188,10 @@ class Runs:
             SessionConflict: Another run was stored since `loaded` was read; nothing was written.
         """
         revision = revision or new_token()
+        updated_at = now()
         record = _opened_at_compaction(loaded, record)
         try:
-            stored = await _write_run(self.database, session_id, loaded, record, revision)
+            stored = await _write_run(self.database, session_id, loaded, record, revision, updated_at)
         except (SessionConflict, StoreUnavailable) as error:
             # A write retried after its connection was lost (or lost as it committed) may have landed the first
             # time: the session then carries this run's own revision, which no other writer could have made.
@@ -198,7 +200,7 @@ class Runs:
             if await self._revision_of(loaded.session_pk) != revision:
                 raise
             self.windows.put(session_id, None)
-            return StoredRun([], [], dump_usage(record.usage))
+            return StoredRun([], [], dump_usage(record.usage), revision, updated_at)
         cached = self.windows.at(session_id, loaded.session_pk, loaded.revision)
         self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored, indexed))
         return stored
@@ -213,8 +215,13 @@ class Runs:
     def window_at(self, session_id: str, revision: str, processor: WindowProcessor) -> LoadedWindow | None:
         """The session's window as kept in memory, if it is the one at `revision` (read just now by the caller,
         with the session's row): no trip to the database."""
+        window = self.kept(session_id, revision)
+        return None if window is None else window.loaded(processor)
+
+    def kept(self, session_id: str, revision: str) -> StoredWindow | None:
+        """The session's window kept in memory, as stored, if it is the one at `revision`."""
         window = self.windows.peek(session_id)
-        return None if window is None or window.revision != revision else window.loaded(processor)
+        return None if window is None or window.revision != revision else window
 
     async def append(
         self,
@@ -477,7 +484,7 @@ def _opened_at_compaction(loaded: LoadedWindow, record: RunRecord) -> RunRecord:
 
 
 async def _write_run(
-    database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord, revision: str
+    database: Database, session_id: str, loaded: LoadedWindow, record: RunRecord, revision: str, updated_at: datetime
 ) -> StoredRun:
     """`Runs.store`'s transaction."""
     vault = database.sealer.vault(session_id, loaded.session_pk)
@@ -491,7 +498,7 @@ async def _write_run(
         'window_start': record.window_start,
         'usage': usage,
         'deferred_tool_requests': vault.seal_json('deferred tool requests', record.deferred_tool_requests),
-        'updated_at': now(),
+        'updated_at': updated_at,
     }
     rows = message_rows(
         vault, loaded.segment_pk, loaded.message_count, record.messages, record.tokens, record.entry_ids
@@ -539,4 +546,4 @@ async def _write_run(
             summary_pks = await database.statements(append, session_id=session_id, writing=True)
         else:
             summary_pks = await database.transaction(session_id, append)
-    return StoredRun(summary_pks, [row['entry_id'] for row in rows], usage)
+    return StoredRun(summary_pks, [row['entry_id'] for row in rows], usage, revision, updated_at)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
@@ -30,7 +30,7 @@ from .records import LoadedWindow, NewSummary, RunRecord
 from .runs import Runs
 from .windows import StoredRun, WindowEngine, WindowProcessor, window_engine
 
-__all__ = ('Compacted', 'Turn', 'compact_if_due')
+__all__ = ('Compacted', 'Compaction', 'Turn', 'compact_if_due')
 
 _T = TypeVar('_T')
 
@@ -174,9 +174,18 @@ Compacted = Literal['no', 'yes', 'moved']
 another writer moved the session meanwhile (the caller's read of it is out of date either way but the first)."""
 
 
+class Compaction(NamedTuple):
+    """What `compact_if_due` did (`done`), and what a compaction of the window at the caller's revision stored."""
+
+    done: Compacted
+    stored: StoredRun | None = None
+    """Set when `done` is 'yes' and the window compacted was the one at the revision the caller read: the session's
+    row then differs from that read only by what this write changed."""
+
+
 async def compact_if_due(
     runs: Runs, session_id: str, scope: str | None, processor: WindowProcessor, *, revision: str | None = None
-) -> Compacted:
+) -> Compaction:
     """Compact the session's stored window now if `processor`'s trigger holds on it, as a run's first request
     would, and say what came of it. `revision`: the session's, as the caller read it just now (see `Turn.start`).
 
@@ -184,22 +193,23 @@ async def compact_if_due(
     stored in their own transaction. A run through pydantic-ai's own door runs without the store, so its load
     does this first. A summarizer that fails leaves the sliding window's cut, as in a run, and no summary.
     """
-    kept = None if revision is None else runs.window_at(session_id, revision, processor)
-    if kept is not None and window_engine(processor).below_every_trigger(len(kept.messages)):
-        return 'no'  # what the processor's pass over the window would find, without making one
+    window = None if revision is None else runs.kept(session_id, revision)
+    if window is not None and window_engine(processor).below_every_trigger(window.length(processor)):
+        return Compaction('no')  # what the processor's pass over the window would find, without making one
+    kept = None if window is None else window.loaded(processor)
     try:
         turn = await Turn.start(runs, session_id, scope, processor, loaded=kept)
     except SessionNotFound:
-        return 'moved'
+        return Compaction('moved')
     loaded = turn.loaded
     await turn.engine.window(loaded.messages)
     if not turn.summaries and turn.bounds(loaded.messages) == (loaded.head_end, loaded.window_start):
-        return 'no' if revision in (None, loaded.revision) else 'moved'
+        return Compaction('no' if revision in (None, loaded.revision) else 'moved')
     try:
-        await turn.store(loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
+        stored = await turn.store(loaded.messages, [], RunUsage(), loaded.deferred_tool_requests)
     except SessionConflict:
-        return 'moved'  # another writer moved the session meanwhile: the load reads what it stored
-    return 'yes'
+        return Compaction('moved')  # another writer moved the session meanwhile: the load reads what it stored
+    return Compaction('yes', stored if revision == loaded.revision else None)
 
 
 def _collecting(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from copy import copy
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
@@ -79,7 +80,7 @@ class StoredWindow:
         run's processor indexed the history: `indexed`); `None` when only a read can tell which summary it starts
         from (a stored one further along the path comes within reach).
         """
-        summary_pks, entry_ids, usage = stored
+        summary_pks, entry_ids, usage = stored.summary_pks, stored.entry_ids, stored.usage
         beyond = self.next_summary_at is not None and self.next_summary_at <= record.window_start
         if record.summaries:
             made = record.summaries[-1]
@@ -91,13 +92,16 @@ class StoredWindow:
         else:
             summary = self.summary
         count = self.message_count + len(record.messages)
-        added = map(Entry, range(self.message_count, count), record.messages, record.tokens, entry_ids)
+        added = list(map(Entry, range(self.message_count, count), record.messages, record.tokens, entry_ids))
         head = head_read(record.head_end, record.window_start)
         entries = tuple(e for e in (*self.entries, *added) if e.position < head or e.position >= record.window_start)
         if len(entries) != head + count - record.window_start:
             return None  # the new head reaches messages this window did not hold
         bounds = (record.head_end, record.window_start, summary)
         same_opening = bounds == (self.head_end, self.window_start, self.summary)
+        # The run's messages extend a tail whose first message (the one the bridge rides in) stays: the window shown
+        # grows by them, made again only for another processor.
+        grown = self.shown.grown(added, record.usage) if same_opening and self.holds_tail() else _Made()
         return StoredWindow(
             session_pk=self.session_pk,
             segment_pk=self.segment_pk,
@@ -112,15 +116,28 @@ class StoredWindow:
             deferred_tool_requests=record.deferred_tool_requests,
             indexed=indexed if same_opening else None,
             opening=self.opening if same_opening else _Opening(),
+            shown=grown,
+        )
+
+    def holds_tail(self) -> bool:
+        """Whether the window's tail holds a message: its first, which the bridge rides in, stays as messages are
+        appended."""
+        return self.message_count > max(self.window_start, self.head_end)
+
+    def extends(self, before: StoredWindow) -> bool:
+        """Whether this window is `before` with messages appended to its tail, shown the same up to them."""
+        return (
+            before.holds_tail()
+            and self.message_count >= before.message_count
+            and (self.session_pk, self.segment_pk, self.head_end, self.window_start, self.summary)
+            == (before.session_pk, before.segment_pk, before.head_end, before.window_start, before.summary)
         )
 
     def loaded(self, processor: WindowProcessor) -> LoadedWindow:
         """The window a run starts from: head, then the tail with the bridge riding in its first request
         (or standing before it, when the tail opens with a response)."""
         engine = window_engine(processor)
-        shown = self.shown.get(engine)
-        if shown is None:
-            shown = self.shown.put(engine, self._shown(engine))
+        shown = self._shown_by(engine)
         indexed = self.indexed[1] if self.indexed is not None and self.indexed[0] is engine else None
         return LoadedWindow(
             session_pk=self.session_pk,
@@ -139,6 +156,14 @@ class StoredWindow:
             deferred_tool_requests=self.deferred_tool_requests,
             indexed=indexed,
         )
+
+    def length(self, processor: WindowProcessor) -> int:
+        """How many messages the window `loaded(processor)` hands out holds, without making it."""
+        return len(self._shown_by(window_engine(processor)).messages)
+
+    def _shown_by(self, engine: WindowEngine) -> _Window:
+        shown = self.shown.get(engine)
+        return self.shown.put(engine, self._shown(engine)) if shown is None else shown
 
     def _shown(self, engine: WindowEngine) -> _Window:
         """The window as `engine` shapes it, made once per window and processor (`loaded` hands out copies)."""
@@ -210,6 +235,23 @@ class _Made:
         self._made = (engine, window)
         return window
 
+    def grown(self, added: list[Entry], usage: RunUsage) -> _Made:
+        """The window made here with `added` appended to its tail, and the session's usage now `usage`."""
+        grown = _Made()
+        if self._made is not None:
+            engine, window = self._made
+            grown.put(
+                engine,
+                _Window(
+                    messages=[*window.messages, *(e.message for e in added)],
+                    positions=[*window.positions, *(e.position for e in added)],
+                    tokens=[*window.tokens, *(e.tokens for e in added)],
+                    entry_ids=[*window.entry_ids, *(e.entry_id for e in added)],
+                    usage=copy(usage),
+                ),
+            )
+        return grown
+
 
 class _Opening:
     """A window's tail start with its bridge in it, made once for the message it opens with and the system prompt
@@ -234,11 +276,14 @@ class _Opening:
 
 
 class StoredRun(NamedTuple):
-    """What storing a run made: its summaries' keys, its messages' entry ids, and its usage as stored."""
+    """What storing a run made: its summaries' keys, its messages' entry ids, its usage, the session's revision and
+    the time it was updated at, as stored."""
 
     summary_pks: list[int]
     entry_ids: list[str]
     usage: dict[str, Any]
+    revision: str
+    updated_at: datetime
 
 
 def head_read(head_end: int, window_start: int) -> int:
