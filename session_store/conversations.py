@@ -36,30 +36,28 @@ from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
-from sqlalchemy import bindparam, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
-from ._codec import load_usage, now
+from ._codec import load_usage
 from ._conversation_rows import (
     DEFERRED,
     RECORD,
     RecordRow,
     entries_query,
     entry_of,
-    record_columns,
     record_of,
     window_entries,
 )
-from ._db.sealing import Vault
-from ._history.archive import add_root_segment, copy_path, insert_messages, message_rows
-from ._history.branches import before_prompt, move_head
+from ._conversation_writes import RETRY, advance, create
+from ._history.archive import insert_messages, message_rows
+from ._history.branches import before_prompt
 from ._history.records import RunRecord
 from ._history.runs import Runs, SessionHead
-from ._history.tree import ENTRY_AT, entry_at, on_path, path_spans, spans_of, tip_entry_id
+from ._history.tree import ENTRY_AT, on_path, spans_of, tip_entry_id
 from ._history.turns import Compaction, compact_if_due
 from ._history.window_cache import Recent
 from ._history.windows import StoredRun, StoredWindow, WindowProcessor
@@ -69,8 +67,6 @@ from ._telemetry import span
 from ._upkeep.retention import delete_rows
 from .errors import SessionConflict, SessionNotFound
 from .rows import MessageRow, SegmentRow, SessionRow
-
-_RETRY = 'Load the conversation again and retry.'
 
 __all__ = ('SQLConversationStore',)
 
@@ -474,6 +470,12 @@ class SQLConversationStore(ConversationStore):
                 raise _unstorable(conversation_id, f'entry {entry.id!r} does not follow the entry before it')
         if new_entries and record.head_id != new_entries[-1].id:
             raise _unstorable(conversation_id, "the record's head is not the newest of the entries it adds")
+        if expected_revision is None and new_entries and new_entries[0].parent_id is not None:
+            raise _unstorable(
+                conversation_id,
+                f'it is new, but its first message continues entry {new_entries[0].parent_id!r}; fork the '
+                'conversation that entry belongs to, then save the fork',
+            )
         # Counted before the transaction opens: a counter may be slow (a tokenizer, a remote call),
         # and the write lock shouldn't wait on it.
         tokens = [await count_tokens(self._token_counter, [entry.message]) for entry in new_entries]
@@ -519,9 +521,9 @@ class SQLConversationStore(ConversationStore):
         # saving task is cancelled: cancelled part-way, it held the lock until the connection was collected.
         async def write(db: AsyncSession) -> None:
             if expected_revision is None:
-                session_pk, segment_pk, start = await self._create(db, record, new_entries)
+                session_pk, segment_pk, start = await create(db, self._database.sealer, record, new_entries)
             else:
-                session_pk, segment_pk, start = await self._advance(db, record, new_entries, expected_revision)
+                session_pk, segment_pk, start = await advance(db, record, new_entries, expected_revision)
             vault = self._database.sealer.vault(conversation_id, session_pk)
             if deferred is not None:
                 # Sealed under the session's key, known only now: a paused run's requests take one more UPDATE.
@@ -535,90 +537,6 @@ class SQLConversationStore(ConversationStore):
             await insert_messages(db, message_rows(vault, segment_pk, start, messages, tokens, entry_ids))
 
         await self._database.write(conversation_id, write)
-
-    async def _create(
-        self, db: AsyncSession, record: ConversationRecord, new_entries: Sequence[ConversationEntry]
-    ) -> tuple[int, int, int]:
-        """Insert a new conversation's session row, copying a fork's history; its pk, segment and next position."""
-        conversation_id = record.conversation_id
-        if new_entries and new_entries[0].parent_id is not None:
-            raise _unstorable(
-                conversation_id,
-                f'it is new, but its first message continues entry {new_entries[0].parent_id!r}; fork the '
-                'conversation that entry belongs to, then save the fork',
-            )
-        # The insert comes first so this transaction holds SQLite's write lock from its first
-        # statement: a read first would start a snapshot that a concurrent commit makes stale.
-        try:
-            session_pk = await db.scalar(
-                insert(SessionRow)
-                .values(
-                    **record_columns(record),
-                    message_count=len(new_entries),
-                    head_end=0,
-                    window_start=0,
-                    metadata_={},
-                    created_at=now(),
-                )
-                .returning(SessionRow.pk)
-            )
-        except IntegrityError:
-            raise SessionConflict(conversation_id, 'already exists', advice=_RETRY) from None
-        assert session_pk is not None
-        segment_pk = await add_root_segment(db, session_pk)
-        if new_entries or record.head_id is None:
-            return session_pk, segment_pk, 0
-        target = self._database.sealer.vault(conversation_id, session_pk)
-        copied = await _copy_history(db, record.head_id, target, segment_pk)
-        if copied == 0:
-            # The forked-from entry was deleted (or never existed) since the fork read it.
-            raise SessionConflict(
-                conversation_id, f'was forked from entry {record.head_id!r}, which is gone', advice=_RETRY
-            )
-        await db.execute(update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=copied))
-        return session_pk, segment_pk, copied
-
-    async def _advance(
-        self,
-        db: AsyncSession,
-        record: ConversationRecord,
-        new_entries: Sequence[ConversationEntry],
-        expected_revision: str,
-    ) -> tuple[int, int, int]:
-        """Move a session row to `record` if its revision is `expected_revision`; its pk, and where to append.
-
-        New entries that continue another message than the stored head (a rewritten or truncated
-        history saved, an edit, a regenerate), or a head moved without new entries (`branch`), make
-        that message's path the active one first; the path left stays stored.
-        """
-        conversation_id = record.conversation_id
-        # Optimistic concurrency: the revision check and the write are one statement, which also
-        # takes the row's write lock, so no other writer can slip in before the entries are added.
-        added = len(new_entries)
-        claimed = (
-            await db.execute(
-                update(SessionRow)
-                .where(SessionRow.session_id == conversation_id, SessionRow.revision == expected_revision)
-                .values(**record_columns(record), message_count=SessionRow.message_count + added)
-                .returning(SessionRow.pk, SessionRow.active_segment_pk, SessionRow.message_count)
-            )
-        ).first()
-        if claimed is None:
-            raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
-        session_pk, segment_pk, count = claimed
-        assert segment_pk is not None
-        length = count - added
-        attach = new_entries[0].parent_id if new_entries else record.head_id
-        if attach != await entry_at(db, segment_pk, length - 1):
-            # Raising rolls the revision update back with everything else.
-            at = await _locate(db, conversation_id, session_pk, attach)
-            row = await db.get_one(SessionRow, session_pk)
-            segment_pk, length = await move_head(db, row, at, length=length, continued=added > 0)
-            if added:
-                await db.execute(
-                    update(SessionRow).where(SessionRow.pk == session_pk).values(message_count=length + added)
-                )
-        return session_pk, segment_pk, length
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete the conversation, its messages and its summaries, if its revision is `expected_revision`.
@@ -640,46 +558,8 @@ class SQLConversationStore(ConversationStore):
                 .returning(SessionRow.pk)
             )
             if session_pk is None:
-                raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=_RETRY)
+                raise SessionConflict(conversation_id, 'was saved or deleted since it was loaded', advice=RETRY)
             await delete_rows(db, [session_pk])
 
         await self._database.write(conversation_id, delete)
         self._runs.forget([conversation_id])
-
-
-async def _copy_history(db: AsyncSession, head_id: str, target: Vault, segment_pk: int) -> int:
-    """Copy the messages up to and including entry `head_id` into a session's segment; how many were copied."""
-    head = (
-        await db.execute(
-            select(SessionRow.session_id, MessageRow.session_pk, MessageRow.segment_pk, MessageRow.position)
-            .join(SessionRow, SessionRow.pk == MessageRow.session_pk)
-            .where(MessageRow.entry_id == head_id)
-        )
-    ).first()
-    if head is None:
-        return 0
-    spans = await path_spans(db, head.session_pk, head.segment_pk, head.position + 1)
-    source = target.sealer.vault(head.session_id, head.session_pk)
-    return await copy_path(db, spans, head.position + 1, source, target, segment_pk)
-
-
-async def _locate(
-    db: AsyncSession, conversation_id: str, session_pk: int, entry_id: str | None
-) -> tuple[int, int] | None:
-    """Where this conversation's entry `entry_id` is stored: (segment, position); `None` for no entry (the empty path).
-
-    Raises:
-        SessionConflict: The conversation has no such entry (deleted meanwhile, or another conversation's).
-    """
-    if entry_id is None:
-        return None
-    found = (
-        await db.execute(
-            select(MessageRow.segment_pk, MessageRow.position).where(
-                MessageRow.entry_id == entry_id, MessageRow.session_pk == session_pk
-            )
-        )
-    ).first()
-    if found is None:
-        raise SessionConflict(conversation_id, f'has no entry {entry_id!r} to continue from', advice=_RETRY)
-    return found.segment_pk, found.position
