@@ -22,6 +22,7 @@ from . import schema
 from .engine import (
     SQLITE_BEGIN,
     SQLITE_BUSY_TIMEOUT_MS,
+    SQLITE_WAL_AUTOCHECKPOINT,
     ServerOptions,
     create_engine,
     create_threaded_engine,
@@ -359,7 +360,7 @@ _CHECKPOINT_EVERY = 32
 """One write transaction in so many on a SQLite file runs on a worker thread, and checkpoints the WAL there when
 SQLite's automatic checkpoint is due (at 1,000 pages): the WAL outgrows that by at most the pages of 31 runs."""
 
-_WAITING = (f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}', 'PRAGMA wal_autocheckpoint=1000')
+_WAITING = (f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}', f'PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT}')
 _UNWAITING = ('PRAGMA busy_timeout=0', 'PRAGMA wal_autocheckpoint=0')
 
 

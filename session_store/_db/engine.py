@@ -24,6 +24,7 @@ __all__ = (
     'POOLER_PARAMETER',
     'SQLITE_BEGIN',
     'SQLITE_BUSY_TIMEOUT_MS',
+    'SQLITE_WAL_AUTOCHECKPOINT',
     'ServerOptions',
     'create_engine',
     'create_threaded_engine',
@@ -233,12 +234,16 @@ def _tune(engine: Engine, read_only: bool) -> None:
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 """How long a SQLite connection waits for another's lock before it is refused."""
+SQLITE_WAL_AUTOCHECKPOINT = 1_000
+"""The WAL's size, in pages, at which a committing connection checkpoints it (SQLite's default, set explicitly
+because the hot path turns it off on the loop's thread and back on, `Database`)."""
 
 _SQLITE_SETTINGS = (
     # WAL lets readers and one writer work at once; the busy timeout makes a second writer wait for
     # the lock instead of failing with "database is locked"; foreign keys make deletes cascade.
     'PRAGMA journal_mode=WAL',
     f'PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}',
+    f'PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT}',
     'PRAGMA foreign_keys=ON',
     'PRAGMA synchronous=NORMAL',
     # Pages that deleted rows leave are zeroed, so a deleted conversation's text doesn't linger in the file.
