@@ -30,6 +30,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import SummarizationProcessor, count_tokens_approximately
 from session_store import SessionConflict, SessionExport, SessionNotFound, SessionStore, SQLConversationStore
+from session_store._conversation_rows import RECORD, RecordRow
+from session_store._history.runs import SessionHead
 from session_store.rows import MessageRow
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 
@@ -501,3 +503,11 @@ async def test_a_load_that_compacts_writes_its_summary_with_the_window_or_nothin
     await store.conversations.load('c')
     summaries = await store.summaries('c')
     assert len(summaries) == len(chain) + 1 and summaries[-1].covers_from == chain[-1]
+
+
+def test_a_record_row_holds_the_record_query_s_columns_a_session_head_first() -> None:
+    """`RecordRow` names `RECORD`'s columns in their order, and opens with a `SessionHead`'s fields, which the door
+    reads a row's head as: the three are written apart (a `NamedTuple` can't extend another), so this holds them
+    together."""
+    assert RecordRow._fields == tuple(column.key for column in RECORD.selected_columns)
+    assert RecordRow._fields[: len(SessionHead._fields)] == SessionHead._fields
