@@ -237,3 +237,32 @@ async def test_a_sessions_calls_share_one_checkout_and_other_work_gets_it_back(n
         assert pool.checkedout() == 0
     finally:
         await store.close()
+
+
+def counted_connects(store: SessionStore) -> list[object]:
+    """One item for every connection the store's pool opens from now on."""
+    connects: list[object] = []
+    event.listen(store.engine.sync_engine, 'connect', lambda *_: connects.append(None))
+    return connects
+
+
+@pytest.mark.parametrize('new_database', ['postgresql'], indirect=True)
+@pytest.mark.parametrize('door', DOORS)
+async def test_a_pool_sized_to_the_load_opens_each_connection_once(new_database: NewDatabase, door: str) -> None:
+    """`docs/production.md`'s advice: with `pool_size` the connections the load keeps busy, no turn opens a new
+    one, where the same budget as 1 + overflow reopens what it closed as each was given back."""
+    url = new_database()
+    opened: dict[tuple[int, int], int] = {}
+    for pool_size, max_overflow in ((SESSIONS, 0), (1, SESSIONS - 1)):
+        store = SessionStore(
+            url,
+            processor=SlidingWindowProcessor(trigger=('messages', 12), keep=('messages', 4)),
+            engine_options={'pool_size': pool_size, 'max_overflow': max_overflow},
+        )
+        await store.ready()
+        connects = counted_connects(store)
+        await run_load(store, door, Budget())
+        opened[pool_size, max_overflow] = len(connects)
+        await store.close()
+    assert 1 <= opened[SESSIONS, 0] <= SESSIONS, opened
+    assert opened[1, SESSIONS - 1] > SESSIONS, opened
