@@ -215,6 +215,13 @@ async def test_calls_past_the_pools_budget_wait_and_then_say_so_as_a_store_error
         await store.close()
 
 
+def counted(store: SessionStore, pool_event: str) -> list[object]:
+    """One item for every `pool_event` (`'connect'`, `'checkout'`) of the store's pool from now on."""
+    seen: list[object] = []
+    event.listen(store.engine.sync_engine, pool_event, lambda *_: seen.append(None))
+    return seen
+
+
 @pytest.mark.parametrize('new_database', ['postgresql'], indirect=True)
 async def test_a_sessions_calls_share_one_checkout_and_other_work_gets_it_back(new_database: NewDatabase) -> None:
     """The hot path keeps the connection a session's call ran on for that session's next call (a door's load and
@@ -224,8 +231,7 @@ async def test_a_sessions_calls_share_one_checkout_and_other_work_gets_it_back(n
     )
     pool = store.engine.sync_engine.pool
     assert isinstance(pool, QueuePool)
-    checkouts: list[object] = []
-    event.listen(store.engine.sync_engine, 'checkout', lambda *_: checkouts.append(None))
+    checkouts = counted(store, 'checkout')
     try:
         for turn in range(3):
             await through_conversations(store, 's0', f'ORDER-0-{turn}')
@@ -237,13 +243,6 @@ async def test_a_sessions_calls_share_one_checkout_and_other_work_gets_it_back(n
         assert pool.checkedout() == 0
     finally:
         await store.close()
-
-
-def counted_connects(store: SessionStore) -> list[object]:
-    """One item for every connection the store's pool opens from now on."""
-    connects: list[object] = []
-    event.listen(store.engine.sync_engine, 'connect', lambda *_: connects.append(None))
-    return connects
 
 
 @pytest.mark.parametrize('new_database', ['postgresql'], indirect=True)
@@ -259,10 +258,12 @@ async def test_a_pool_sized_to_the_load_opens_each_connection_once(new_database:
             processor=SlidingWindowProcessor(trigger=('messages', 12), keep=('messages', 4)),
             engine_options={'pool_size': pool_size, 'max_overflow': max_overflow},
         )
-        await store.ready()
-        connects = counted_connects(store)
-        await run_load(store, door, Budget())
-        opened[pool_size, max_overflow] = len(connects)
-        await store.close()
+        try:
+            await store.ready()
+            connects = counted(store, 'connect')
+            await run_load(store, door, Budget())
+            opened[pool_size, max_overflow] = len(connects)
+        finally:
+            await store.close()
     assert 1 <= opened[SESSIONS, 0] <= SESSIONS, opened
     assert opened[1, SESSIONS - 1] > SESSIONS, opened
