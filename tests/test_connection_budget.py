@@ -20,10 +20,12 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import QueuePool
 
 from processors import SlidingWindowProcessor
 from session_store import SessionStore, StoreUnavailable
+from session_store._db import overflow
 from testkit.faults import own_server
 from testkit.postgres import PostgresUnavailable, fresh_database
 from testkit.templates import NewDatabase
@@ -220,6 +222,38 @@ def counted(store: SessionStore, pool_event: str) -> list[object]:
     seen: list[object] = []
     event.listen(store.engine.sync_engine, pool_event, lambda *_: seen.append(None))
     return seen
+
+
+@pytest.mark.parametrize('new_database', ['postgresql'], indirect=True)
+async def test_a_call_finding_the_pools_own_connections_busy_waits_for_one_before_opening_another(
+    new_database: NewDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With both of `pool_size=2` held elsewhere, a call waits for one to be given back and runs on it, opening no
+    connection; when none comes back within `OVERFLOW_AFTER`, the pool opens an overflow one and the call runs."""
+    store = SessionStore(new_database(), engine_options={'pool_size': 2, 'max_overflow': 4})
+    held: list[AsyncConnection] = []
+    try:
+        await store.session('s0')
+        await store.sessions()  # an ORM read: the connection the hot path parked goes back to the pool
+        held = [await store.engine.connect() for _ in range(2)]
+        connects = counted(store, 'connect')
+        monkeypatch.setattr(overflow, 'OVERFLOW_AFTER', 60.0)
+        waiting = asyncio.create_task(store.session('s0'))
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and connects == []
+        await held.pop().close()
+        await asyncio.wait_for(waiting, 10)
+        assert connects == [], 'the call opened a connection while one of the pool was given back'
+
+        await store.sessions()
+        held.append(await store.engine.connect())
+        monkeypatch.setattr(overflow, 'OVERFLOW_AFTER', 0.05)
+        await asyncio.wait_for(store.session('s0'), 10)
+        assert len(connects) == 1, 'past OVERFLOW_AFTER the pool opens one overflow connection'
+    finally:
+        for connection in held:
+            await connection.close()
+        await store.close()
 
 
 @pytest.mark.parametrize('new_database', ['postgresql'], indirect=True)

@@ -9,7 +9,8 @@ the pool by the store (another session's call, an ORM read or write, upkeep, a m
 and a connection is parked for at most `PARKED_SECONDS`, so the pool's own rules (`pool_recycle`, its pings) see it
 again soon. The server sees no more connections than without it: the parked one is the one the pool would
 otherwise hold idle. It goes back to the pool in the context it was checked out in, so the pool's events see each
-connection checked out and back in by the same run, as without parking.
+connection checked out and back in by the same run, as without parking. A checkout that finds the pool's own
+connections all busy waits a moment for one (`OverflowGate`) rather than open another.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import NamedTuple, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import QueuePool
+
+from .overflow import OverflowGate
 
 __all__ = ('PARKED_SECONDS', 'Caller', 'Parking')
 
@@ -77,6 +80,7 @@ class Parking:
         """The parked connection on its way back to the pool: a checkout waits for it, so that the task it was
         checked out for never holds it and another at once."""
         self._closed = False
+        self._gate = OverflowGate(engine)
 
     async def run(self, view: AsyncEngine, work: Callable[[Connection], T], *, transaction: bool, caller: Caller) -> T:
         """`work` on the connection parked by a call `caller` continues (`Caller.continues`), if it came from `view`,
@@ -138,4 +142,5 @@ class Parking:
                 return parked.connection
             self._parked = parked  # too long unused: back to the pool, as another session's is
         await self.release()
+        await self._gate.wait()
         return await view.connect()
