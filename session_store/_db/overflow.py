@@ -17,7 +17,6 @@ from collections import deque
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
 
 __all__ = ('OVERFLOW_AFTER', 'OverflowGate')
@@ -28,12 +27,11 @@ opening one takes on a local server, about what it takes through TLS to a hosted
 
 
 class OverflowGate:
-    """Where the hot path's checkouts wait for a pooled connection rather than open an overflow one (see the module's
-    docstring); on an engine other than PostgreSQL's with a queue pool, they never wait."""
+    """Where the hot path's checkouts wait for a pooled connection of `pool` rather than open an overflow one (see the
+    module's docstring); with no pool (an engine other than PostgreSQL's with a queue pool), they never wait."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        pool = engine.sync_engine.pool
-        self._pool = pool if engine.dialect.name == 'postgresql' and isinstance(pool, QueuePool) else None
+    def __init__(self, pool: QueuePool | None) -> None:
+        self._pool = pool
         self._waiting: deque[asyncio.Future[None]] = deque()
         if self._pool is not None:
             event.listen(self._pool, 'checkin', self._given_back)

@@ -72,7 +72,8 @@ class Parking:
 
     def __init__(self, engine: AsyncEngine) -> None:
         pool = engine.sync_engine.pool
-        self._enabled = engine.dialect.name == 'postgresql' and isinstance(pool, QueuePool) and pool.size() > 1
+        queue_pool = pool if engine.dialect.name == 'postgresql' and isinstance(pool, QueuePool) else None
+        self._enabled = queue_pool is not None and queue_pool.size() > 1
         self._parked: _Parked | None = None
         self._using = 0
         """The store's calls using a connection of the pool now (or about to)."""
@@ -80,7 +81,7 @@ class Parking:
         """The parked connection on its way back to the pool: a checkout waits for it, so that the task it was
         checked out for never holds it and another at once."""
         self._closed = False
-        self._gate = OverflowGate(engine)
+        self._gate = OverflowGate(queue_pool)
 
     async def run(self, view: AsyncEngine, work: Callable[[Connection], T], *, transaction: bool, caller: Caller) -> T:
         """`work` on the connection parked by a call `caller` continues (`Caller.continues`), if it came from `view`,
