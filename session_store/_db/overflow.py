@@ -40,19 +40,28 @@ class OverflowGate:
         """Return once a checkout would find a connection idle or open one within `pool_size`, or after
         `OVERFLOW_AFTER`, whichever is first."""
         pool = self._pool
-        if pool is None or pool.checkedin() or pool.checkedout() < pool.size():
+        if pool is None:
             return
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiter)
-        try:
-            await asyncio.wait_for(waiter, OVERFLOW_AFTER)
-        except TimeoutError:
-            pass  # the pool opens an overflow connection now, as it would have at once
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-            if waiter in self._waiting:
-                self._waiting.remove(waiter)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + OVERFLOW_AFTER
+        join = self._waiting.append
+        # Woken, a waiter looks again: a checkout that did not wait may have taken the connection given back first.
+        while not (pool.checkedin() or pool.checkedout() < pool.size()):
+            left = deadline - loop.time()
+            if left <= 0:
+                return  # the pool opens an overflow connection now, as it would have at once
+            waiter = loop.create_future()
+            join(waiter)
+            join = self._waiting.appendleft  # waiting on, it keeps its place ahead of those that came after it
+            try:
+                await asyncio.wait_for(waiter, left)
+            except TimeoutError:
+                return
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
 
     def _given_back(self, *_: Any) -> None:
         """A connection went back to the pool (or, past `pool_size`, was closed): the longest waiting checkout goes."""
