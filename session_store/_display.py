@@ -17,7 +17,7 @@ from .results import SessionWindow, StoredSummary
 if TYPE_CHECKING:
     from processors import TiktokenCounter
 
-__all__ = ('call_text', 'media_note', 'one_line', 'summary_json', 'tiktoken_counter', 'window_tokens')
+__all__ = ('call_text', 'one_line', 'summary_json', 'tiktoken_counter', 'window_tokens', 'with_media')
 
 
 @cache
@@ -76,6 +76,9 @@ def call_text(tool_name: str, args: Any) -> str:
     return f'{tool_name}({"" if args is None else one_line(args)})'
 
 
-def media_note(count: int) -> str:
-    """`[1 media item]`, `[3 media items]`: what stands for the images, audio and documents a prompt holds."""
-    return f'[{count} media item{"s" if count != 1 else ""}]'
+def with_media(text: str, count: int, *, between: str = ' ') -> str:
+    """`text` followed, after `between`, by what stands for the `count` images, audio and documents said beside
+    it (`[1 media item]`, `[3 media items]`), or `text` alone when there are none."""
+    if not count:
+        return text
+    return f'{text}{between}[{count} media item{"s" if count != 1 else ""}]'.strip()

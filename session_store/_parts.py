@@ -65,10 +65,13 @@ Role: TypeAlias = Literal[
     'file',
     'compaction',
     'speech',
+    'capability',
     'other',
 ]
 """What a part does in the conversation, which is what a renderer lays out: `summary` is one the application
-wrote (in a request), `compaction` a provider's (in a response); `other` is a record nothing is said in."""
+wrote (in a request), `compaction` a provider's (in a response); `capability` is what a capability or the
+application told the model mid-conversation (pydantic-ai's `CapabilityPart`, framed as data or as an instruction
+when sent); `other` is a record nothing is said in."""
 
 Side: TypeAlias = Literal['request', 'response']
 """The message a part stands in: a `ModelRequest` or a `ModelResponse`."""
@@ -99,6 +102,8 @@ class Reading:
     """How a tool call ended, for a return: `success`, `failed`, `denied`, `interrupted` or `retried`."""
     provider: str | None = None
     """The provider that wrote a compaction."""
+    capability: str = ''
+    """A capability part's kind, `namespace.name`."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +246,7 @@ def part_text(part: Part) -> tuple[str, int]:
     if kind == 'compaction' and part.get('content') is None and part.get('provider_details'):
         # An opaque provider compaction (OpenAI's encrypted one) still costs its size on the wire.
         return _render(part.get('provider_details'))
-    return _render(part.get('content'), items='user' if kind == 'user-prompt' else 'plain')
+    return _render(part.get('content'), items='user' if kind in ('user-prompt', 'capability') else 'plain')
 
 
 def message_text(message: Message) -> str:
@@ -281,6 +286,11 @@ def _retry_feedback(part: Part) -> Reading:
     return Reading(value=part.get('content'))
 
 
+def _capability(part: Part) -> Reading:
+    text, media = _render(part.get('content'), items='user')
+    return Reading(text=text, media=media, capability=part.get('kind') or '')
+
+
 def _file(part: Part) -> Reading:
     return Reading(text=(part.get('content') or {}).get('media_type') or 'file')
 
@@ -305,6 +315,7 @@ PART_KINDS: tuple[PartKind, ...] = (
     PartKind('model-settings-delta', 'other', 'request', _carried),
     PartKind('instruction-delta', 'other', 'request', _carried),
     PartKind('instruction-baseline', 'other', 'request', _carried),
+    PartKind('capability', 'capability', 'request', _capability),
     PartKind('speech', 'speech', None, _speech),
     PartKind('text', 'assistant', 'response', _content),
     PartKind('thinking', 'thinking', 'response', _content),

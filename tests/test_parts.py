@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 import pytest
+from pydantic_ai import messages
 from pydantic_ai.messages import (
     AgentInstructionSource,
     BinaryContent,
@@ -49,6 +50,41 @@ from session_store.cli._messages import render_messages, role
 from session_store.web._present import message_views
 
 _AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+CAPABILITY_PARTS = hasattr(messages, 'CapabilityPart')
+"""Whether the installed pydantic-ai has capability parts (2.78 and later): .ci/lowest runs these tests on 2.68."""
+
+if CAPABILITY_PARTS:
+    from pydantic_ai.messages import DataCapabilityPart, InstructionCapabilityPart, OperatorSource
+
+    @dataclass(kw_only=True)
+    class ProgressPart(DataCapabilityPart, namespace='orders', tag='progress_report', attributes=('task_id',)):
+        """Data a capability tells the model, as an application defines a kind."""
+
+        task_id: str
+
+    @dataclass(kw_only=True)
+    class RequestsLeftPart(InstructionCapabilityPart, namespace='budget'):
+        """An instruction in the application's voice, for one request."""
+
+
+def capability_parts() -> list[ModelRequestPart]:
+    """A data part (text and an image) and an instruction part, where pydantic-ai has them."""
+    if not CAPABILITY_PARTS:
+        return []
+    return [
+        ProgressPart(
+            content=['3 of 5 steps done.', ImageUrl('https://example.com/chart.png')],
+            source=OperatorSource(),
+            task_id='t1',
+        ),
+        RequestsLeftPart(content='2 model requests left.', source=OperatorSource(), scope='request'),
+    ]
+
+
+def if_capability_parts(*expected: Any) -> list[Any]:
+    """`expected`, the readings of `capability_parts`, where pydantic-ai has them."""
+    return list(expected) if CAPABILITY_PARTS else []
 
 
 def conversation() -> list[ModelMessage]:
@@ -94,6 +130,7 @@ def conversation() -> list[ModelMessage]:
                 ModelSettingsDeltaPart(settings={'thinking': 'high'}),
                 InstructionDeltaPart(id=InstructionId(AgentInstructionSource(), name='style'), content='In French.'),
                 InstructionBaselinePart(instructions=[]),
+                *capability_parts(),
             ],
             instructions='Answer politely.',
             timestamp=_AT,
@@ -130,6 +167,10 @@ def test_the_command_line_lists_every_part_kind() -> None:
         ('[2] model-settings-delta: ', 'dim'),
         ('[2] instruction-delta: In French.', 'dim'),
         ('[2] instruction-baseline: ', 'dim'),
+        *if_capability_parts(
+            ('[2] capability orders.progress: 3 of 5 steps done. [1 media item]', 'magenta'),
+            ('[2] capability budget.requests_left: 2 model requests left.', 'magenta'),
+        ),
     ]
     assert [role(message) for message in stored_form(conversation())] == ['user', 'assistant', 'tool']
 
@@ -194,6 +235,17 @@ def test_the_page_shows_every_part_kind() -> None:
             ('other', 'model-settings-delta', '', '', False, None),
             ('other', 'instruction-delta', 'In French.', 'In French.', False, None),
             ('other', 'instruction-baseline', '', '', False, None),
+            *if_capability_parts(
+                (
+                    'system',
+                    'capability orders.progress',
+                    '3 of 5 steps done.\n[1 media item]',
+                    '3 of 5 steps done. [1 media item]',
+                    False,
+                    None,
+                ),
+                ('system', 'capability budget.requests_left', *['2 model requests left.'] * 2, False, None),
+            ),
         ],
     ]
 
@@ -231,8 +283,10 @@ def _part_kind(cls: type) -> str:
 
 def test_the_pinned_conversation_holds_every_row_and_every_role() -> None:
     rows = {read_part(part, message['kind'])[0] for message in stored_form(conversation()) for part in message['parts']}
-    assert [kind.name for kind in PART_KINDS if kind not in rows] == []
-    assert {kind.role for kind in rows} == set(get_args(Role))
+    # An older pydantic-ai has no capability parts to hold.
+    absent = set() if CAPABILITY_PARTS else {'capability'}
+    assert {kind.name for kind in PART_KINDS if kind not in rows} == absent
+    assert {kind.role for kind in rows} == set(get_args(Role)) - absent
 
 
 @dataclass

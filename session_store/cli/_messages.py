@@ -9,7 +9,7 @@ from typing import assert_never
 
 from rich.text import Text
 
-from .._display import call_text, media_note, one_line
+from .._display import call_text, one_line, with_media
 from .._parts import Message, PartKind, Reading, read_part, side_of
 from .._parts import message_role as role  # under the name the commands import
 from ._render import clip
@@ -24,7 +24,7 @@ def _line(kind: PartKind, said: Reading) -> tuple[str, str, str]:
         case 'system':
             return 'system', 'magenta', said.text
         case 'user':
-            return 'user', 'bold cyan', f'{said.text} {media_note(said.media)}'.strip() if said.media else said.text
+            return 'user', 'bold cyan', with_media(said.text, said.media)
         case 'summary':
             return 'summary', 'bold yellow', said.text
         case 'compaction':
@@ -45,6 +45,8 @@ def _line(kind: PartKind, said: Reading) -> tuple[str, str, str]:
             return 'assistant file', 'blue', said.text
         case 'speech':
             return 'speech', 'cyan', said.text
+        case 'capability':
+            return f'capability {said.capability}', 'magenta', with_media(said.text, said.media)
         case 'other':
             return kind.name, 'dim', said.text
     assert_never(role)

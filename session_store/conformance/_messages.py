@@ -19,6 +19,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
+    ModelRequestPart,
     ModelResponse,
     ModelSettingsDeltaPart,
     NativeToolCallPart,
@@ -36,7 +37,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-__all__ = ('MOMENT', 'TURN_LENGTH', 'dumped', 'every_part_kind', 'faithful', 'turn')
+__all__ = ('MOMENT', 'TURN_LENGTH', 'capability_parts', 'dumped', 'every_part_kind', 'faithful', 'turn')
 
 MOMENT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 """Every message's timestamp: equal turns must compare equal in both stores of the differential check."""
@@ -139,6 +140,7 @@ def every_part_kind() -> list[ModelMessage]:
                 ModelSettingsDeltaPart(settings={'thinking': 'high'}),
                 InstructionDeltaPart(id=InstructionId(AgentInstructionSource(), name='style'), content='In French.'),
                 InstructionBaselinePart(instructions=[]),
+                *capability_parts(),
             ],
             instructions='Answer politely.',
             timestamp=MOMENT,
@@ -154,4 +156,34 @@ def every_part_kind() -> list[ModelMessage]:
             timestamp=MOMENT,
         ),
         ModelResponse(parts=[TextPart('It shipped; no refund.')], model_name='conformance', timestamp=MOMENT),
+    ]
+
+
+def capability_parts() -> list[ModelRequestPart]:
+    """Capability parts (pydantic-ai 2.78 and later; none before) as a process that doesn't define their kinds loads
+    them: data with text, a file and an attribute, and a request-scoped instruction."""
+    try:
+        from pydantic_ai.messages import CapabilityPartRendering, OperatorSource, UnknownCapabilityPart
+    except ImportError:  # a pydantic-ai from before capability parts, which the store still supports
+        return []
+    return [
+        UnknownCapabilityPart(
+            kind='conformance.progress',
+            content=['3 of 5 steps done.', ImageUrl('https://example.com/chart.png')],
+            source=OperatorSource(),
+            rendering=CapabilityPartRendering(tag='progress_report', attributes=('task_id',)),
+            data={'task_id': 't1'},
+            timestamp=MOMENT,
+            record_id='conformance-progress',
+        ),
+        UnknownCapabilityPart(
+            kind='conformance.requests_left',
+            content='2 model requests left.',
+            source=OperatorSource(),
+            scope='request',
+            rendering=CapabilityPartRendering(voice='instruction'),
+            data={'left': 2},
+            timestamp=MOMENT,
+            record_id='conformance-requests-left',
+        ),
     ]

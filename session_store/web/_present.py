@@ -15,7 +15,7 @@ from typing import Any, assert_never
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 
 from .._codec import stored_form
-from .._display import call_text, media_note, one_line
+from .._display import call_text, one_line, with_media
 from .._parts import Part, Side, message_role, read_part
 from .._ui_ids import ui_message_id
 
@@ -120,7 +120,7 @@ def _part(part: Part, side: Side) -> PartView:
         case 'system':
             return _view('system', 'system prompt', said.text)
         case 'user':
-            return _view('user', 'user', f'{said.text}\n{media_note(said.media)}'.strip() if said.media else said.text)
+            return _view('user', 'user', with_media(said.text, said.media, between='\n'))
         case 'summary':
             return _view('summary', 'summary', said.text)
         case 'compaction':
@@ -145,6 +145,8 @@ def _part(part: Part, side: Side) -> PartView:
             return _view('file', 'file', said.text)
         case 'speech':
             return _view('other', 'speech', said.text)
+        case 'capability':
+            return _view('system', f'capability {said.capability}', with_media(said.text, said.media, between='\n'))
         case 'other':
             return _view('other', kind.name, said.text)
     assert_never(role)
