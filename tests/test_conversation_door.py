@@ -23,8 +23,10 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -40,7 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from processors import ContextManagerCapability, Summarization, SummarizationProcessor
+from processors import ContextManagerCapability, SlidingWindowProcessor, Summarization, SummarizationProcessor
 from session_store import SessionStore
 from testkit.scripted import NEW_MESSAGES, PREVIOUS, RecordingSummarizer
 
@@ -437,3 +439,51 @@ async def test_a_save_after_another_store_saved_is_a_conflict_and_stores_nothing
     assert reloaded is not None and reloaded.revision != stale.revision
     await mine.conversations.save(await agent.run('Turn M3 again', conversation=reloaded))
     assert await prompts(theirs) == ['Turn M1', 'Turn M2 from the other process', 'Turn M3 again']
+
+
+def untimed_turns(turns: int) -> list[ModelMessage]:
+    """`turns` turns as `Assistant` answers them, built by hand as an import or an older pydantic-ai leaves them:
+    no request carries a timestamp. The first opens with the agent's system prompt."""
+    messages: list[ModelMessage] = []
+    for turn in range(turns):
+        opening = [SystemPromptPart('You are the test assistant.')] if turn == 0 else []
+        messages += [
+            ModelRequest(parts=[*opening, UserPromptPart(f'T{turn} please look this up')]),
+            ModelResponse(parts=[ToolCallPart('lookup', {'q': f'T{turn}'}, tool_call_id='call_0')]),
+            ModelRequest(parts=[ToolReturnPart('lookup', f'T{turn} looked up', tool_call_id='call_0')]),
+            ModelResponse(parts=[TextPart(f'answer: T{turn} looked up')]),
+        ]
+    assert all(m.timestamp is None for m in messages if isinstance(m, ModelRequest))
+    return messages
+
+
+@pytest.mark.parametrize('door', ['vercel', 'ag-ui'])
+@pytest.mark.parametrize('windowing', ['summarizing', 'sliding'])
+async def test_a_turn_on_a_history_without_timestamps_stores_the_turn_alone(
+    store_factory: StoreFactory, door: str, windowing: str
+) -> None:
+    """The UI adapters' system prompt reinjector (pydantic-ai 2.78) saves the history's opening request a second
+    time, after the new turn, when that request has no timestamp. The opening of a window the store built (the
+    summary, or the system prompt bridged past a cut) is its own request, and carries one."""
+    processor = (
+        summarizing(RecordingSummarizer())
+        if windowing == 'summarizing'
+        else SlidingWindowProcessor(trigger=('messages', TRIGGER), keep=('messages', KEEP))
+    )
+    store = store_factory(processor=processor)
+    history = untimed_turns(8)
+    await store.conversations.save(Conversation(conversation_id='c', messages=history))
+    assistant = Assistant()
+    await DOORS[door](store, make_agent(assistant), 'c', 'u8', 'T8 please look this up')
+
+    (sent, *_) = assistant.requests
+    assert len(sent) < len(history), 'the door ran on the whole history, not a window'
+    archive = await store.history('c', limit=None)
+    assert ModelMessagesTypeAdapter.dump_python(archive[: len(history)]) == ModelMessagesTypeAdapter.dump_python(
+        history
+    )
+    added = archive[len(history) :]
+    prompts = [
+        p.content for m in added if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)
+    ]
+    assert (len(added), prompts, compaction_texts(added)) == (4, ['T8 please look this up'], [])

@@ -196,15 +196,28 @@ class StoredWindow:
             parts = list(summary_request(system_parts, self.summary[1]).parts)
         if not opening:
             # A path that ends at its summary (before a prompt sent again): the window is the bridge alone.
-            return [(self.window_start, ModelRequest(parts=parts), None, None)]
+            return [(self.window_start, _stamped(ModelRequest(parts=parts)), None, None)]
         position, first, _, entry_id = opening[0]
         if isinstance(first, ModelRequest):
             # pydantic-ai merges consecutive requests, so the bridge rides in the tail's first request;
             # the run's history then lines up with the archive.
-            return [(position, replace(first, parts=[*parts, *first.parts]), None, entry_id)]
+            return [(position, _stamped(replace(first, parts=[*parts, *first.parts])), None, entry_id)]
         # A processor that cuts before responses (ContextManagerCapability) left the tail opening with one: the
         # bridge stands alone before it, as that processor's own window has it.
-        return [(position, ModelRequest(parts=parts), None, None), opening[0]]
+        return [(position, _stamped(ModelRequest(parts=parts)), None, None), opening[0]]
+
+
+def _stamped(request: ModelRequest) -> ModelRequest:
+    """`request`, a window's opening with the bridge in it, with a timestamp: its own, else its first part's.
+
+    pydantic-ai 2.78's UI adapters (their system prompt reinjector) save an opening request that has no timestamp,
+    as archives imported or written by hand hold them, a second time after the new turn. A part's timestamp is
+    stored with it, so every window made from the same messages opens with the same request.
+    """
+    if request.timestamp is not None:
+        return request
+    stamps = (getattr(part, 'timestamp', None) for part in request.parts)
+    return replace(request, timestamp=next((stamp for stamp in stamps if isinstance(stamp, datetime)), None))
 
 
 _Shown = tuple[int, ModelMessage, int | None, str | None]
