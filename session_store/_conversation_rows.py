@@ -15,6 +15,7 @@ from sqlalchemy.orm import aliased
 
 from ._codec import dump_usage, load_usage, utc
 from ._db.sealing import Sealer
+from ._db.textual import textual
 from ._history.records import LoadedWindow
 from ._history.runs import HEAD
 from ._history.tree import entry_before_window
@@ -35,19 +36,22 @@ DEFERRED: pydantic.TypeAdapter[DeferredToolRequests] = pydantic.TypeAdapter(Defe
 """The same JSON `Session` stores a paused run's requests in, so either side can read the other's."""
 
 _sessions = SessionRow.__table__.c
-RECORD = HEAD.add_columns(
-    entry_before_window().label('before_window'),
-    _sessions.session_id,
-    _sessions.scope,
-    _sessions.usage,
-    _sessions.deferred_tool_requests,
-    _sessions.forked_from,
-    _sessions.forked_at,
-    _sessions.branches,
-    _sessions.updated_at,
+RECORD = textual(
+    HEAD.add_columns(
+        entry_before_window().label('before_window'),
+        _sessions.session_id,
+        _sessions.scope,
+        _sessions.usage,
+        _sessions.deferred_tool_requests,
+        _sessions.forked_from,
+        _sessions.forked_at,
+        _sessions.branches,
+        _sessions.updated_at,
+    )
 )
 """A session's row as a record is made of it: a `SessionHead` (its tip the record's head), the entry just before
-its window (which a window without a head opens after), then the rest. `RecordRow` holds it."""
+its window (which a window without a head opens after), then the rest. `RecordRow` holds it. As text (`textual`):
+a door's first load after a restart reads it."""
 
 
 class RecordRow(NamedTuple):

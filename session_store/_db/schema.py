@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import SchemaMismatch
 from .engine import SQLITE_BEGIN, in_memory
+from .textual import textual
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -122,7 +123,8 @@ async def revision(engine: AsyncEngine) -> str | None:
 SCHEMA_REVISION = '0005'
 """The head revision of the migrations this version ships (a test holds it to them): an open that finds the
 database at it reads one row, without loading the migration scripts."""
-_VERSION = select(column('version_num', String)).select_from(table('alembic_version'))
+_VERSION = textual(select(column('version_num', String)).select_from(table('alembic_version')))
+"""The stamp's read, as text (`textual`): every store reads it once, on its first call."""
 
 
 def stamped_revision(connection: Connection) -> str | None:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from .._codec import dump_message, dump_usage, now
 from .._db.database import Database, find_session
 from .._db.sealing import SEALED, Vault
+from .._db.textual import textual
 from .._ids import new_token
 from ..errors import SessionConflict
 from ..rows import Base, MessageRow, SegmentRow, SessionRow, SummaryRow
@@ -101,8 +102,10 @@ async def insert_segment(
     return int(segment_pk)
 
 
-_SCOPE = select(SessionRow.__table__.c.scope).where(SessionRow.__table__.c.session_id == bindparam('session_id'))
-"""A session's scope, if it exists: what opening it checks."""
+_SCOPE = textual(
+    select(SessionRow.__table__.c.scope).where(SessionRow.__table__.c.session_id == bindparam('session_id'))
+)
+"""A session's scope, if it exists: what opening it checks (as text, `textual`: every first open reads it)."""
 
 
 async def open_session(database: Database, session_id: str, scope: str | None) -> None:

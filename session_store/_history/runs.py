@@ -17,10 +17,10 @@ from typing import Any, NamedTuple
 
 from pydantic_ai.messages import post_compaction_window
 from sqlalchemy import (
-    CompoundSelect,
     Connection,
     Integer,
     Select,
+    TextualSelect,
     and_,
     bindparam,
     func,
@@ -40,6 +40,7 @@ from processors import Lineage
 from .._codec import dump_usage, now
 from .._db.database import Database
 from .._db.sealing import Vault
+from .._db.textual import textual
 from .._ids import check_id, new_token
 from .._telemetry import span
 from ..errors import SessionConflict, SessionNotFound, StoreUnavailable
@@ -75,7 +76,7 @@ _sessions, _segments, _messages, _summaries = (
     MessageRow.__table__,
     SummaryRow.__table__,
 )
-_HEAD = (
+_HEAD = textual(
     select(
         _sessions.c.pk,
         _sessions.c.scope,
@@ -91,7 +92,7 @@ _HEAD = (
     .select_from(_sessions.outerjoin(_segments, _segments.c.pk == _sessions.c.active_segment_pk))
     .where(_sessions.c.session_id == bindparam('session_id'))
 )
-"""Reads a `_Head`."""
+"""Reads a `_Head` (as text: every first open reads it, `textual`)."""
 
 
 class SessionHead(NamedTuple):
@@ -372,8 +373,9 @@ _MESSAGE, _SUMMARY = 0, 1
 
 
 @cache
-def _window_read(spans: int) -> CompoundSelect[Any]:
-    """The cold read of a window on a path of `spans` segments, as rows (kind, position, body, number, entry id):
+def _window_read(spans: int) -> TextualSelect:
+    """The cold read of a window on a path of `spans` segments, as rows (kind, position, body, number, entry id), as
+    text (`textual`: a new store's first open would otherwise compile this union for its own engine):
 
     - `_MESSAGE`, position, payload, token count, entry id: the head (`h{i}_from..h{i}_to`) and the tail
       (`t{i}_from..t{i}_to`) scanned on each segment `s{i}` of the path, one range scan each (a range may be
@@ -408,7 +410,7 @@ def _window_read(spans: int) -> CompoundSelect[Any]:
         _summaries.c.pk,
         null(),
     ).where(mine, _summaries.c.covers_to >= func.coalesce(widest.scalar_subquery(), -1))
-    return union_all(*scans, summaries).order_by('kind', 'position')
+    return textual(union_all(*scans, summaries).order_by('kind', 'position'))
 
 
 _ADVANCE = (
