@@ -25,7 +25,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import SummarizationProcessor, count_tokens_approximately
@@ -34,6 +34,7 @@ from session_store._conversation_rows import RECORD, RecordRow
 from session_store._history.runs import SessionHead
 from session_store.rows import MessageRow
 from testkit.scripted import ParallelToolAssistant, scripted_agent
+from tests._events import listening
 
 StoreFactory = Callable[..., SessionStore]
 
@@ -85,14 +86,8 @@ def statements(store: SessionStore) -> Iterator[list[str]]:
         if not statement.lstrip().upper().startswith(('BEGIN', 'COMMIT', 'ROLLBACK')):
             sent.append(statement)
 
-    engines = store._database.sync_engines
-    for engine in engines:
-        event.listen(engine, 'before_cursor_execute', record)
-    try:
+    with listening(store, 'before_cursor_execute', record):
         yield sent
-    finally:
-        for engine in engines:
-            event.remove(engine, 'before_cursor_execute', record)
 
 
 async def message_rows(store: SessionStore) -> int:

@@ -3,7 +3,7 @@ constructs SQLAlchemy compiles again for every engine; and `textual` keeps what 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import CompactionPart
 from pydantic_ai.models.function import FunctionModel
-from sqlalchemy import JSON, Column, Integer, MetaData, Table, TextClause, TextualSelect, bindparam, event, select
+from sqlalchemy import JSON, Column, Integer, MetaData, Table, TextClause, TextualSelect, bindparam, select
 from sqlalchemy import create_engine as create_sync_engine
 
 from processors import SummarizationProcessor
 from session_store import SessionStore
 from session_store._db.textual import textual
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
+from tests._events import listening
 
-StoreFactory = Any
+StoreFactory = Callable[..., SessionStore]
 
 
 @contextmanager
@@ -32,14 +33,8 @@ def compiled_constructs(store: SessionStore) -> Iterator[list[str]]:
         if not isinstance(clauseelement, str | TextClause | TextualSelect):
             seen.append(str(clauseelement).splitlines()[0])
 
-    engines = store._database.sync_engines
-    for engine in engines:
-        event.listen(engine, 'before_execute', given)
-    try:
+    with listening(store, 'before_execute', given):
         yield seen
-    finally:
-        for engine in engines:
-            event.remove(engine, 'before_execute', given)
 
 
 async def test_a_first_open_compiles_no_statement_construct(store_factory: StoreFactory) -> None:
