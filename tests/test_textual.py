@@ -13,6 +13,7 @@ from pydantic_ai.messages import CompactionPart
 from pydantic_ai.models.function import FunctionModel
 from sqlalchemy import JSON, Column, Integer, MetaData, Table, TextClause, TextualSelect, bindparam, select
 from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy.exc import StatementError
 
 from processors import SummarizationProcessor
 from session_store import SessionStore
@@ -74,7 +75,7 @@ def test_text_keeps_the_constructs_parameters_values_and_column_types(tmp_path: 
     assert [column.key for column in statement.selected_columns] == ['before', 'doc']
     with engine.connect() as connection:
         assert connection.execute(statement, {'least': 2}).all() == [(4, {'b': 'two'})]
-        with pytest.raises(Exception, match='least'):
+        with pytest.raises(StatementError, match="A value is required for bind parameter 'least'"):
             connection.execute(statement).all()
     engine.dispose()
 
