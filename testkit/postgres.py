@@ -13,6 +13,9 @@ The API, smallest first:
      under ``/usr/lib/postgresql/*/bin``), a throwaway cluster is started in a temporary folder,
      listening on 127.0.0.1 only, and stopped and deleted by an ``atexit`` handler.
   3. Otherwise None.
+- ``share_with_child_processes()``: resolves the server now and names it in ``$SESSION_STORE_TEST_PG_URL``,
+  so that the processes this one starts afterwards (pytest-xdist's workers) test against it instead of each
+  starting a cluster of its own.
 - ``require_postgres()`` -> ``str``: the same URL, or an exception saying why there is none:
   ``RuntimeError`` under CI (``$CI`` non-empty), where a missing server is a broken build, and
   ``PostgresUnavailable`` elsewhere, for a fixture to turn into ``pytest.skip(str(exc))``.
@@ -67,6 +70,7 @@ __all__ = [
     'require_postgres',
     'run_async',
     'seal_template',
+    'share_with_child_processes',
     'start_server',
     'stop_server',
 ]
@@ -386,6 +390,18 @@ def postgres_url() -> str | None:
     """The URL of a usable PostgreSQL server, starting a throwaway one if need be; None if none."""
     resolved = _resolve()
     return None if isinstance(resolved, PostgresUnavailable) else resolved
+
+
+def share_with_child_processes() -> None:
+    """Resolve the server in this process now, and name it in ``$ENV_VAR`` for the processes it starts later.
+
+    A test run calls this before its first test: pytest-xdist's workers then share the one server (stopped
+    when this process exits), and no test starts a server's programs itself, which the quick tier's process
+    guard would fail. Without a usable server nothing is exported, and each process decides on its own again.
+    """
+    url = postgres_url()
+    if url is not None:
+        os.environ[ENV_VAR] = url
 
 
 def require_postgres() -> str:

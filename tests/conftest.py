@@ -22,7 +22,7 @@ from session_store import SessionStore
 from session_store._db.engine import POOLER_PARAMETER
 from session_store.cli import _runtime
 from testkit.faults import OwnServer, own_server, pgbouncer
-from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres
+from testkit.postgres import PostgresUnavailable, fresh_database, require_postgres, share_with_child_processes
 from testkit.templates import Fill, NewDatabase, Templates
 from tests._hypothesis import QUICK, leaves_out_the_slow_tier
 
@@ -30,9 +30,17 @@ pytest_plugins = ['session_store.conformance', 'tests._tier', 'pytester']
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A run that leaves the slow tier out runs each property test on its quick budget (`tests/_hypothesis.py`)."""
+    """A run that leaves the slow tier out runs each property test on its quick budget (`tests/_hypothesis.py`).
+
+    The run's PostgreSQL server is found or started here, once, in the process that starts xdist's workers (or
+    runs the tests itself), before any test runs: the workers inherit its URL. Started by a worker's first
+    PostgreSQL test instead, its `initdb` and `pg_ctl` would fail that test under the quick tier's process guard
+    (`tests/_tier.py`), and each worker would run a server of its own.
+    """
     if leaves_out_the_slow_tier(config.option.markexpr):
         settings.load_profile(QUICK)
+    if not hasattr(config, 'workerinput'):
+        share_with_child_processes()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
