@@ -8,16 +8,16 @@ the newest it keeps verbatim then. `compact` takes only `--keep`: it summarizes 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from processors import SummarizationProcessor
-
 from .._display import tiktoken_counter
-from .._offline import resolve_summarizer
 from ._app import MAX_COUNT, Bounded
 from ._runtime import Failure
+
+if TYPE_CHECKING:  # pydantic-ai, imported once a processor is made: the options' help needs none of it
+    from processors import SummarizationProcessor
 
 __all__ = ('KEEP', 'TRIGGER', 'keep_option', 'summarizer_options', 'summarizer_processor', 'summarizing')
 
@@ -60,6 +60,10 @@ def summarizer_processor(model: str, *, trigger: int | None, keep: int) -> Summa
 
     Resolving the model builds its provider, so call it where model errors become one line (inside `run`).
     """
+    from processors import SummarizationProcessor
+
+    from .._offline import resolve_summarizer
+
     return SummarizationProcessor(
         resolve_summarizer(model),
         trigger=None if trigger is None else ('messages', trigger),

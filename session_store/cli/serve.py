@@ -11,16 +11,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from processors import SummarizationProcessor
-
-from .._offline import resolve_model
 from ._app import NAME, Bounded, db_option, main
 from ._runtime import Failure, Settings, err, open_store, pass_settings, run
 from ._summarizer import summarizer_options, summarizing
 
-if TYPE_CHECKING:  # the web extra is imported only when serving
+if TYPE_CHECKING:  # the web extra and pydantic-ai are imported only when serving: `serve --help` needs neither
     from pydantic_ai.models import Model
     from starlette.applications import Starlette
+
+    from processors import SummarizationProcessor
 
 __all__ = ('serve', 'served_app')
 
@@ -111,7 +110,7 @@ async def served_app(
     `store.conversations`, which the chat endpoint saves through)."""
     from .. import web
 
-    model = None if chat_model is None else resolve_model(chat_model)
+    model = None if chat_model is None else web.resolve_model(chat_model)
     async with open_store(settings, 'read' if model is None else 'write', processor=processor) as store:
         yield web.create_app(store, scope=scope, token=token, chat_model=model)
 
