@@ -129,3 +129,15 @@ def test_serve_on_a_busy_port_says_so_in_one_line_before_claiming_to_serve(demo:
         result = invoke(demo, 'serve', '--port', str(port))
     fails(result, f'Port {port} on 127.0.0.1 is in use: pass another --port')
     assert 'Serving' not in result.output
+
+
+def test_serve_on_a_busy_port_opens_no_database(tmp_path: Path) -> None:
+    # The port is bound before the store is opened: a port in use is the one line, whatever the database's state,
+    # and no database file is left where there was none (with --chat too, which opens the store to write).
+    missing = tmp_path / 'new.db'
+    with socket.create_server(('127.0.0.1', 0)) as taken:
+        port = taken.getsockname()[1]
+        for chat in ([], ['--chat', 'test']):
+            result = invoke(str(missing), 'serve', '--port', str(port), *chat)
+            fails(result, f'Port {port} on 127.0.0.1 is in use')
+    assert list(tmp_path.iterdir()) == []
