@@ -137,6 +137,29 @@ def test_review_commands_read_a_database_on_read_only_media(read_only_media: Pat
     assert snapshot(read_only_media.parent) == before
 
 
+# A new database in a read-only directory said only "unable to open database file"
+
+
+@pytest.mark.spawns('chattr', reason='an immutable directory as root: two chattr calls of a few ms, no Python')
+def test_a_new_database_where_no_file_can_be_made_says_why(read_only_media: Path, tmp_path: Path) -> None:
+    exported = tmp_path / 'demo.jsonl'
+    assert invoke('--db', f'sqlite:///{read_only_media}', 'export', 'demo', '-o', str(exported)).exit_code == 0
+    folder = read_only_media.parent
+    new = folder / 'new.db'
+    before = snapshot(folder)
+    for args in (['migrate'], ['import', str(exported)], ['chat', 'talk', '--model', 'test']):
+        fails(
+            invoke('--db', str(new), *args),
+            f'Cannot open the database at {new}: the directory {folder} is read-only for this user',
+        )
+    assert snapshot(folder) == before
+    # A directory that isn't there: SQLite says the same, and so is told apart.
+    nowhere = tmp_path / 'nowhere' / 'new.db'
+    for args in (['migrate'], ['import', str(exported)]):
+        fails(invoke('--db', str(nowhere), *args), f'the directory {nowhere.parent} does not exist')
+    assert not nowhere.parent.exists()
+
+
 def test_the_store_a_review_opens_refuses_writes(db: Path) -> None:
     async def write_through_review_store() -> None:
         async with open_store(Settings(f'sqlite:///{db}')) as store:

@@ -11,8 +11,8 @@ import asyncio
 import os
 import shlex
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass
 from functools import update_wrapper
 from pathlib import Path
@@ -39,6 +39,7 @@ __all__ = (
     'Failure',
     'Settings',
     'err',
+    'explained',
     'open_store',
     'out',
     'pass_settings',
@@ -171,10 +172,17 @@ def _sqlite_file(url: URL) -> Path | None:
 
 
 def _unopenable(path: Path, access: Access) -> str | None:
-    """Why a SQLite file can't be opened for `access`, if the file system can tell; `None` if it can't."""
-    if not path.exists():
-        return None
+    """Why a SQLite file can't be opened for `access` (or, for `create`, made), if the file system can tell; `None`
+    if it can't."""
     folder = path.resolve().parent
+    if not path.exists():
+        if access != 'create':
+            return None
+        if not folder.is_dir():
+            return f'the directory {folder} does not exist (make it first, or point --db elsewhere)'
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f'{_read_only(folder)}, and a new database is a file made there (point --db elsewhere)'
+        return None
     if path.is_dir():
         return f'{path} is a directory, not a database file'
     if not os.access(folder, os.X_OK):
@@ -190,10 +198,14 @@ def _unopenable(path: Path, access: Access) -> str | None:
         return f'{path} is read-only for this user, and this command writes to it'
     if not os.access(folder, os.W_OK):
         return (
-            f"the directory {folder} is read-only for this user, and writing needs SQLite's journal files "
-            'beside the database (only the review commands work on read-only media)'
+            f"{_read_only(folder)}, and writing needs SQLite's journal files beside the database (only the review "
+            'commands work on read-only media)'
         )
     return None
+
+
+def _read_only(folder: Path) -> str:
+    return f'the directory {folder} is read-only for this user'
 
 
 def _check_file(settings: Settings, url: URL, access: Access) -> None:
@@ -225,19 +237,26 @@ class _Opened(Protocol):
 OpenedT = TypeVar('OpenedT', bound=_Opened)
 
 
+@contextmanager
+def explained(settings: Settings, url: URL, access: Access) -> Iterator[None]:
+    """Opening the database at `url` for `access`, where SQLite's refusal to open its file (only "unable to open
+    database file") becomes a line saying why, when the file system can tell."""
+    try:
+        yield
+    except OperationalError:
+        path = _sqlite_file(url)
+        if path is None or (reason := _unopenable(path, access)) is None:
+            raise
+        raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.') from None
+
+
 @asynccontextmanager
 async def _ready(settings: Settings, opened: OpenedT, access: Access) -> AsyncIterator[OpenedT]:
     """`opened`, its file checked and its schema, closed after (also when opening failed)."""
     try:
         _check_file(settings, opened.url, access)
-        try:
+        with explained(settings, opened.url, access):
             await opened.ready()
-        except OperationalError:
-            # SQLite says only "unable to open database file"; the file system may say why.
-            path = _sqlite_file(opened.url)
-            if path is None or (reason := _unopenable(path, access)) is None:
-                raise
-            raise Failure(f'Cannot open the database at {settings.shown_url}: {reason}.') from None
         yield opened
     finally:
         await opened.close()

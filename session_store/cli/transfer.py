@@ -16,7 +16,7 @@ from ..errors import ExportError, SessionConflict
 from ..exports import SessionExport
 from ..store import SessionStore
 from ._app import NAME, db_option, main, scope_option
-from ._runtime import Failure, Settings, err, open_store, out, pass_settings, read, run
+from ._runtime import Failure, Settings, err, explained, open_store, out, pass_settings, read, run
 
 __all__ = ('export', 'import_', 'migrate')
 
@@ -110,7 +110,8 @@ async def _migrate(settings: Settings) -> tuple[str | None, str]:
     store = SessionStore(settings.url)
     try:
         # Not `open_store`: opening checks the schema, and refuses exactly the databases this upgrades.
-        before = await store.migrate()
+        with explained(settings, store.url, 'create'):
+            before = await store.migrate()
     finally:
         await store.close()
     return before, schema.head_revision()
