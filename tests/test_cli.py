@@ -475,13 +475,16 @@ def test_a_database_needing_migration_says_so_and_migrate_fixes_it(new_database:
     fails(refused[0], 'is empty', 'session-store migrate')
     if head != '0001':
         fails(refused[1], 'at schema revision 0001, older than', 'session-store migrate')
-    fails(refused[2], 'f00dfeed', 'does not know')
+    newer_said = fails(
+        refused[2], 'f00dfeed', 'does not know', 'a newer session-store wrote it', 'Upgrade session-store'
+    )
 
     assert f'Created the session-store schema (revision {head})' in ok(cli('migrate', db=empty, cwd=tmp_path))
     upgraded = ok(cli('migrate', db=older, cwd=tmp_path))
     assert (f'from schema revision 0001 to {head}' if head != '0001' else 'nothing to do') in upgraded
     assert 'nothing to do' in ok(cli('migrate', db=older, cwd=tmp_path))
-    fails(cli('migrate', db=newer, cwd=tmp_path), 'Cannot migrate', 'f00dfeed')
+    # `migrate` can't go back from a revision it doesn't know: it says so as the read commands do, in the same line.
+    assert fails(cli('migrate', db=newer, cwd=tmp_path)) == newer_said
     for url in (empty, older):
         assert 'No sessions' in ok(cli('sessions', db=url, cwd=tmp_path))
 
