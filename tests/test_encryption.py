@@ -432,6 +432,39 @@ def test_the_listings_refuse_a_sealed_store_without_its_key_before_printing(
         assert done.stdout == '', done.stdout
 
 
+@pytest.mark.slow_on_postgresql
+def test_a_search_without_the_key_or_with_a_wrong_one_says_so(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The blind index holds words under the key that sealed them: without it, or under another secret, no term
+    # matches. Issue 47: search printed "No archived message contains ..." and exited 0.
+    async def write() -> None:
+        async with SessionStore(db_url, encryption=keys('k1')) as sealed:
+            await converse(sealed, 'alice', 3)
+
+    asyncio.run(write())
+    monkeypatch.delenv(ENV_KEYS, raising=False)
+    right, wrong = f'k1={K1}', f'k1={Encryption.generate_key()}'
+
+    def search(*args: str, keys: str | None = None) -> Result:
+        return CliRunner().invoke(main, ['--db', db_url, 'search', *args], env={ENV_KEYS: keys} if keys else None)
+
+    assert '3 messages containing' in ok(search('zebras', keys=right))
+    for args in (['zebras'], ['zebras', '--json'], ['zebras', '--session', 'alice'], ['nothing-like-it']):
+        fails(search(*args), "Session 'alice'", "key 'k1'", 'no keys', '--key-file')
+        fails(search(*args, keys=wrong), "Session 'alice'", "does not decrypt with key 'k1'")
+
+    async def library() -> None:
+        for given in (None, Encryption(keys={'k1': Encryption.generate_key()}), keys('k2')):
+            async with SessionStore(db_url, read_only=True, encryption=given) as store:
+                for match in ('phrase', 'words'):
+                    with pytest.raises(KeyUnavailable, match="Session 'alice'"):
+                        await store.search('zebras', match=match)
+
+    asyncio.run(library())
+    with web_client(db_url, read_only=True) as client:
+        assert 'key &#39;k1&#39;' in client.get('/search?q=zebras').text
+        assert "key 'k1'" in client.get('/api/search?q=zebras').json()['error']
+
+
 async def test_recall_finds_old_details_through_the_blind_index(store_factory: StoreFactory) -> None:
     store = store_factory(processor=summarizer(), encryption=keys('k1'))
     await converse(store, 'alice', 8)

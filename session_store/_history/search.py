@@ -102,6 +102,7 @@ async def search_records(
             if session_id is not None:
                 session_pk = (await find_session(db, session_id, scope)).pk
                 query = query.where(MessageRow.session_pk == session_pk)
+            await _check_keys(db, sealer, scope, session_pk)
             if branches == 'active':
                 path = active_paths(session_pk)
                 query = query.join(
@@ -121,6 +122,32 @@ async def search_records(
                 found = await matching.phrase(text, limit)
         current.set_attribute('session_store.hits', len(found))
     return found
+
+
+async def _check_keys(db: AsyncSession, sealer: Sealer, scope: str | None, session_pk: int | None) -> None:
+    """Refuse a search the store's keys can't answer: one whose newest session in reach holds a message sealed
+    under a key the store wasn't given, or under another secret than the one given for its key id.
+
+    A sealed message's index holds its words blind, under the key that sealed it, so no term of another key's
+    matches it: without this, such a search finds nothing and says so, as if nothing matched. One message is
+    opened, as every read opens it, raising the `KeyUnavailable` a read of it raises (naming the session and
+    the key). Rows of other sessions sealed under yet other keys (a store half way through `rekey` with an old
+    key already dropped) are not looked at: only the hits a search finds are opened.
+    """
+    newest = select(SessionRow.pk, SessionRow.session_id)
+    if session_pk is not None:
+        newest = newest.where(SessionRow.pk == session_pk)
+    elif scope is not None:
+        newest = newest.where(SessionRow.scope == scope)
+    chosen = newest.order_by(SessionRow.updated_at.desc(), SessionRow.pk.desc()).limit(1).subquery()
+    any_message = (
+        select(chosen.c.session_id, chosen.c.pk, MessageRow.position, MessageRow.payload)
+        .join(MessageRow, MessageRow.session_pk == chosen.c.pk)
+        .limit(1)
+    )
+    found = (await db.execute(any_message)).first()
+    if found is not None:
+        sealer.payload(*found)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from .._codec import dump_messages, dump_usage
 from .._db.database import active_segment, find_session
 from .._display import summary_json, window_tokens
 from .._history.tree import on_path, path_spans
-from ..errors import SessionNotFound
+from ..errors import KeyUnavailable, SessionNotFound
 from ..results import Branch, SearchHit, SessionInfo, StoredSummary, SummaryChain
 from ..rows import MessageRow
 from ..store import SessionStore
@@ -502,6 +502,6 @@ async def search_page(
         return SearchPage(query=query, match=match, hits=[])
     try:
         hits = await store.search(query, scope=scope, match=match, limit=limit)
-    except ValueError as error:
+    except (ValueError, KeyUnavailable) as error:  # a text it can't search for; keys it can't search with
         return SearchPage(query=query, match=match, hits=[], error=str(error))
     return SearchPage(query=query, match=match, hits=hits)
