@@ -22,6 +22,8 @@ from session_store.results import Branch
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 from testkit.templates import NewDatabase
 from tests._cli import fails, ok
+from tests._demo import twenty_four_demo_turns
+from tests._web import web_client
 
 T = TypeVar('T')
 
@@ -295,3 +297,37 @@ def test_branches_and_history_of_a_branch_leave_a_sqlite_file_as_it_was(tmp_path
     after = {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in tmp_path.iterdir()}
     assert after['sessions.db'] == before['sessions.db'], 'reading the branches changed the database file'
     assert not (tmp_path / 'sessions.db-wal').exists() or (tmp_path / 'sessions.db-wal').stat().st_size == 0
+
+
+async def summarized_then_rewound(url: str) -> None:
+    """`demo` (scope `demo`): 24 demo turns (96 messages, two summaries), rewound to 8 (one branch each way)."""
+    await twenty_four_demo_turns(url)
+    async with SessionStore(url) as store:
+        await (await store.session('demo', scope='demo')).rewind(8)
+
+
+def test_every_listing_counts_the_active_paths_messages_and_summaries(new_database: NewDatabase) -> None:
+    # Issue 47: after an edit `sessions` said "10 messages, 3 summaries" (the active path's messages, every branch's
+    # summaries), where `context` said the window had no summary and the browser "10 messages, 0 summaries".
+    url = new_database(fill=summarized_then_rewound)
+
+    def counts() -> set[tuple[int, int]]:
+        """(messages, summaries) as each view gives them: `sessions` as text and JSON, the browser's list and page."""
+        [row] = [line.split('│') for line in ok(invoke(url, 'sessions')).splitlines() if ' demo ' in line]
+        [listed] = json.loads(ok(invoke(url, 'sessions', '--json')))
+        with web_client(url, read_only=True) as client:
+            [info] = client.get('/api/sessions').json()['sessions']
+            page = client.get('/api/sessions/demo').json()
+        return {
+            (int(row[3]), int(row[4])),
+            (listed['message_count'], listed['summary_count']),
+            (info['message_count'], info['summary_count']),
+            (page['message_count'], page['summary_count']),
+        }
+
+    assert counts() == {(8, 0)}
+    assert 'no summaries on its active path: 2 more summaries stored on its other branches' in ok(
+        invoke(url, 'summaries', 'demo')
+    )
+    ok(invoke(url, 'switch', 'demo', '1'))
+    assert counts() == {(96, 2)}

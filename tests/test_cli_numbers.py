@@ -93,6 +93,7 @@ def test_summaries_after_a_rewind_say_what_is_on_the_active_path_and_what_is_els
         f"Session 'demo': 1 summary on its active path, covering messages 0-{chain[0]['covers_to'] - 1}; "
         f'1 more summary stored on its other branches (see `{see}`).'
     )
+    assert [s['summary_count'] for s in json.loads(ok(invoke(demo, 'sessions', '--json')))] == [1]
     # Back before the first: none on the path, and it says where the two are.
     ok(invoke(demo, 'rewind', 'demo', '8'))
     none = ok(invoke(demo, 'summaries', 'demo')).strip()
@@ -100,5 +101,6 @@ def test_summaries_after_a_rewind_say_what_is_on_the_active_path_and_what_is_els
         "Session 'demo' has no summaries on its active path: 2 more summaries stored on its other branches "
         f'(see `{see}`).'
     )
+    # `sessions` counts the same path's summaries, as it counts its messages (issue 47).
     listing = json.loads(ok(invoke(demo, 'sessions', '--json')))
-    assert [(s['session_id'], s['summary_count']) for s in listing] == [('demo', 2)]
+    assert [(s['session_id'], s['message_count'], s['summary_count']) for s in listing] == [('demo', 8, 0)]

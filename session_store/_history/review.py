@@ -8,12 +8,13 @@ commands print them without it; the store's public reads make their pydantic-ai 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from .._arguments import check_count
@@ -21,10 +22,10 @@ from .._codec import decode, load_usage, parse, utc
 from .._db.database import Database, active_segment, find_session
 from .._db.sealing import Vault
 from .._parts import part_text
-from .._paths import Span, spans_of
+from .._paths import Segments, Span, spans_of
 from ..results import Branch, Numbered, SessionInfo, StoredSummary, SummaryChain
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
-from .tree import branch_segment, on_path, path_spans, summary_chain_on
+from .tree import branch_segment, on_path, path_spans, summary_chain_on, usable_summaries
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -59,7 +60,9 @@ class StoredSession:
     session_id: str
     scope: str | None
     message_count: int
+    """The messages of its active path."""
     summary_count: int
+    """The summaries of its active path: its window's chain, what `summaries` lists (not another branch's)."""
     usage: dict[str, Any]
     created_at: datetime
     updated_at: datetime
@@ -133,21 +136,58 @@ async def session_records(
     query = select(SessionRow, summaries, branches).join(chosen, chosen.c.pk == SessionRow.pk).order_by(*newest_first)
     async with database.read() as db:
         rows = (await db.execute(query)).all()
+        on_path = await _summaries_on_active_paths(db, [row for row, stored, _ in rows if stored])
     sealer = database.sealer
     return [
         StoredSession(
             session_id=row.session_id,
             scope=row.scope,
             message_count=row.message_count,
-            summary_count=count,
+            summary_count=on_path.get(row.pk, 0),
             usage=row.usage,
             created_at=utc(row.created_at),
             updated_at=utc(row.updated_at),
             metadata=sealer.open_json(row.session_id, row.pk, 'metadata', row.metadata_),
             branch_count=branch_count,
         )
-        for row, count, branch_count in rows
+        for row, _, branch_count in rows
     ]
+
+
+_COUNTED_AT_ONCE = 100
+"""Sessions whose summaries one statement counts: each adds a condition per segment of its path."""
+
+
+async def _summaries_on_active_paths(db: AsyncSession, rows: Sequence[SessionRow]) -> dict[int, int]:
+    """How many summaries each session's active path has (by session pk; none for a session not in the answer).
+
+    What `message_count` counts the messages of, so that a listing's two counts mean one path: the summaries its
+    window's chain builds on (those wholly on the path, `usable_summaries`, ending by its window's start), which are
+    what `summaries ID` lists and a session page counts. A summary of another branch is not one of them. Two
+    statements for a page of sessions: their segments, and the summaries counted.
+    """
+    counts: dict[int, int] = {}
+    for start in range(0, len(rows), _COUNTED_AT_ONCE):
+        batch = rows[start : start + _COUNTED_AT_ONCE]
+        trees: dict[int, Segments] = {row.pk: {} for row in batch}
+        segments = select(SegmentRow.session_pk, SegmentRow.pk, SegmentRow.parent_pk, SegmentRow.starts_at)
+        for session_pk, pk, parent_pk, starts_at in await db.execute(
+            segments.where(SegmentRow.session_pk.in_(list(trees)))
+        ):
+            trees[session_pk][pk] = (parent_pk, starts_at)
+        on_path = or_(
+            *(
+                and_(
+                    SummaryRow.session_pk == row.pk,
+                    SummaryRow.covers_to <= row.window_start,
+                    usable_summaries(spans_of(trees[row.pk], active_segment(row), row.message_count)),
+                )
+                for row in batch
+            )
+        )
+        counted = select(SummaryRow.session_pk, func.count()).where(on_path).group_by(SummaryRow.session_pk)
+        counts.update({session_pk: count for session_pk, count in await db.execute(counted)})
+    return counts
 
 
 async def read_history(

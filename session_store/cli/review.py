@@ -38,8 +38,9 @@ __all__ = ('context', 'history', 'search', 'sessions', 'summaries')
 def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: bool) -> None:
     """List sessions with their message and summary counts.
 
-    Most recently updated first; --scope keeps only those saved under one scope. Tokens in/out are
-    what the model providers reported (billed) for the session's runs.
+    Most recently updated first; --scope keeps only those saved under one scope. Both counts are of
+    each session's active path (what `history`, `summaries` and `context` read), not of its other
+    branches. Tokens in/out are what the model providers reported (billed) for the session's runs.
     """
     records = run(settings, review(settings, lambda database: session_records(database, scope=scope, limit=limit)))
     if as_json:
