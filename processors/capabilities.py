@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
-from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, CompactionRequest, CompactionResult
+from pydantic_ai.messages import CompactionPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
+from pydantic_ai.usage import RequestUsage
 
 from ._processor_base import WindowedProcessor
 from .context_manager import ContextManagerCapability
@@ -21,8 +23,10 @@ from .limit_warner import LimitWarnerProcessor
 from .sliding_window import SlidingWindowProcessor
 from .stored_conversations import check_not_kept
 from .summarization import SummarizationProcessor
+from .summary import find_summary
 
 __all__ = (
+    'SUMMARIZATION_HANDLER',
     'LimitWarnerCapability',
     'SlidingWindow',
     'Summarization',
@@ -49,6 +53,10 @@ class _WindowsRequests(AbstractCapability[Any]):
         return None  # Configured with callables (counters, models), so not spec-serializable.
 
 
+SUMMARIZATION_HANDLER = 'session-store-summarization'
+"""The stable id `Summarization` reports its compactions under (`CompactionRecord.handler`)."""
+
+
 @dataclass
 class SlidingWindow(SlidingWindowProcessor, _WindowsRequests):
     """`SlidingWindowProcessor` as a capability: `Agent(model, capabilities=[SlidingWindow(...)])`."""
@@ -58,9 +66,38 @@ class SlidingWindow(SlidingWindowProcessor, _WindowsRequests):
 
 @dataclass
 class Summarization(SummarizationProcessor, _WindowsRequests):
-    """`SummarizationProcessor` as a capability: `Agent(model, capabilities=[Summarization(model=...)])`."""
+    """`SummarizationProcessor` as a capability: `Agent(model, capabilities=[Summarization(model=...)])`.
+
+    Besides shaping each request, it is the run's compaction handler (pydantic-ai's `compact_history` hook), for
+    every reason the framework asks: `run(..., compact=...)` and `Agent.compact_history()` (`'manual'`, with a
+    focus), `RunContext.request_compaction()`, a model that rejected the request as too long (`'context_overflow'`,
+    compacted and sent once more), a model switch. Each is one more incremental summary, made as its trigger's
+    are: the previous summary plus the messages evicted since, cut pair-safe.
+    """
 
     context_window_from_model: bool = True
+
+    async def compact_history(self, ctx: RunContext[Any], request: CompactionRequest) -> CompactionResult | None:
+        """One more summary of `request.messages`, its focus put first; `None` (no compaction) when the summarizer
+        failed or nothing is left to evict, so nothing but a summary is ever kept as one."""
+        before = RequestUsage(input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens)
+        result = await self.process(
+            request.messages,
+            request.focus,
+            force=True,
+            context_window=request.conversation_request.model.context_window,
+        )
+        index = find_summary(result.messages) if result.summarized else None
+        if index is None:
+            return None
+        part = next(p for p in result.messages[index].parts if isinstance(p, CompactionPart))
+        usage = RequestUsage(
+            input_tokens=self.usage.input_tokens - before.input_tokens,
+            output_tokens=self.usage.output_tokens - before.output_tokens,
+        )
+        return CompactionResult(
+            messages=result.messages, part=part, handler=SUMMARIZATION_HANDLER, usage=usage, kept_from=index + 1
+        )
 
 
 @dataclass

@@ -343,7 +343,7 @@ class _StoredWhenDone(WrapperCapability[Any]):
         result = await super().after_run(ctx, result=result)
         output = result.output
         deferred = _DEFERRED.dump_python(output, mode='json') if isinstance(output, DeferredToolRequests) else None
-        await self.run.store(result.all_messages(), result.new_messages(), result.usage, deferred)
+        await self.run.store_run(result, deferred)
         return result
 
     @classmethod

@@ -46,6 +46,7 @@ from .._telemetry import span
 from ..errors import SessionConflict, SessionNotFound, StoreUnavailable
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 from .archive import MESSAGE_INSERT, SUMMARY_COLUMNS, SUMMARY_INSERT, message_rows, summary_row
+from .compactions import summaries_in_line
 from .records import Entry, LoadedWindow, RunRecord
 from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id, wholly_on
 from .window_cache import WindowCache
@@ -190,7 +191,7 @@ class Runs:
         """
         revision = revision or new_token()
         updated_at = now()
-        record = _opened_at_compaction(loaded, record)
+        record = _opened_at_compaction(loaded, summaries_in_line(loaded, record))
         try:
             stored = await _write_run(self.database, session_id, loaded, record, revision, updated_at)
         except (SessionConflict, StoreUnavailable) as error:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
+from pydantic_ai import AgentRunResult
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
@@ -106,6 +107,16 @@ class Turn:
         """The archive position of the turn's message at `index` (a window's, or a new one's after it)."""
         loaded, known = self.loaded, len(self.loaded.messages)
         return loaded.positions[index] if index < known else loaded.message_count + index - known
+
+    async def store_run(self, result: AgentRunResult[Any], deferred_tool_requests: dict[str, Any] | None) -> StoredRun:
+        """Store the turn's finished agent run, compactions it kept included (see `compactions`)."""
+        all_messages = result.all_messages()
+        if result.compactions:
+            # The run's history is the compacted one; its conversation holds every message, each compaction's
+            # summary in line, which the store keeps as the next link of the chain.
+            all_messages = result.conversation.messages
+        new_messages = all_messages[len(self.loaded.messages) :]
+        return await self.store(all_messages, new_messages, result.usage, deferred_tool_requests)
 
     async def store(
         self,

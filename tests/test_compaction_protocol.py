@@ -1,0 +1,191 @@
+"""The summarizer as pydantic-ai's compaction handler (its `compact_history` hook), and the store keeping what the
+framework reports.
+
+A chat model here rejects any request over `LIMIT` messages with `ModelContextWindowExceededError`, as a provider
+rejects one over its context window, while the summarizer's trigger is set far above it (a wrong context window):
+only pydantic-ai's compaction on overflow, served by our handler, lets the conversation go on. Every user prompt
+and tool output carries a marker (`M<turn>...`), so a test reads off the summarizer's inputs which messages each
+summary folded in: none may be folded in twice, and each summary after the first extends the one before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.exceptions import ModelContextWindowExceededError
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from processors import Summarization, SummarizationProcessor
+from processors.capabilities import SUMMARIZATION_HANDLER
+from session_store import SessionStore
+from testkit.histories import SYSTEM
+from testkit.scripted import PREVIOUS, ParallelToolAssistant, RecordingSummarizer, summarized_markers
+from testkit.templates import NewDatabase
+
+LIMIT = 14
+"""The most messages the chat model takes in one request: three and a half turns of four messages."""
+TURNS = 30
+FAR_ABOVE = ('messages', 1_000)
+"""The summarizer's trigger: never reached, as when it was set from a context window larger than the model's."""
+KEEP = ('messages', 4)
+
+
+class Overflowing:
+    """The scripted tool-using assistant behind a context window of `LIMIT` messages."""
+
+    def __init__(self) -> None:
+        self.assistant = ParallelToolAssistant()
+        self.rejected = 0
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) > LIMIT:
+            self.rejected += 1
+            raise ModelContextWindowExceededError(
+                model_name='overflowing', message=f'{len(messages)} messages: over the context window'
+            )
+        return self.assistant(messages, info)
+
+
+def overflowing_agent(model: Overflowing, capabilities: Sequence[Any] = ()) -> Agent[None, str]:
+    agent = Agent(FunctionModel(model), system_prompt=SYSTEM, capabilities=list(capabilities))
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f'{q.replace("-c", "-r")} found'
+
+    return agent
+
+
+def summarizer_settings(summarizer: RecordingSummarizer) -> dict[str, Any]:
+    return {'model': FunctionModel(summarizer), 'trigger': FAR_ABOVE, 'keep': KEEP}
+
+
+def check_each_summary_extends_the_last_and_reads_each_message_once(summarizer: RecordingSummarizer) -> None:
+    folded = summarized_markers(summarizer.inputs)
+    assert len(folded) == len(summarizer.inputs) > 0
+    seen: set[str] = set()
+    for markers in folded:
+        assert markers, 'a summary folded in no message'
+        assert not markers & seen, f'summarized twice: {sorted(markers & seen)}'
+        seen |= markers
+    for number, prompt in enumerate(summarizer.inputs[1:], start=1):
+        assert PREVIOUS.findall(prompt) == [f'SUMMARY-{number} of the conversation so far']
+
+
+async def test_an_overflow_is_compacted_and_sent_again_through_the_capability_alone() -> None:
+    model, summarizer = Overflowing(), RecordingSummarizer()
+    agent = overflowing_agent(model, [Summarization(**summarizer_settings(summarizer))])
+    history: list[ModelMessage] = []
+    compactions = 0
+    for turn in range(TURNS):
+        result = await agent.run(f'ask M{turn}', message_history=history)
+        assert result.output == f'Answer M{turn}-a done'
+        assert {(c.handler, c.reason) for c in result.compactions} <= {(SUMMARIZATION_HANDLER, 'context_overflow')}
+        compactions += len(result.compactions)
+        history = result.all_messages()
+    assert model.rejected == compactions >= TURNS * 4 // LIMIT
+    assert len(summarizer.inputs) == compactions
+    assert all(len(request) <= LIMIT for request in model.assistant.requests)
+    check_each_summary_extends_the_last_and_reads_each_message_once(summarizer)
+
+
+async def test_an_overflow_in_a_session_run_is_stored_as_the_next_link(new_database: NewDatabase) -> None:
+    model, summarizer = Overflowing(), RecordingSummarizer()
+    agent = overflowing_agent(model)
+    processor = SummarizationProcessor(**summarizer_settings(summarizer))
+    compactions = 0
+    async with SessionStore(new_database(), processor=processor) as store:
+        session = await store.session('overflow')
+        for turn in range(TURNS):
+            result = await session.run(agent, f'ask M{turn}')
+            assert result.output == f'Answer M{turn}-a done'
+            compactions += len(result.compactions)
+        archive = await store.history('overflow')
+        chain = await store.summaries('overflow')
+        window = await store.window('overflow')
+    assert compactions >= TURNS * 4 // LIMIT
+    # Every raw message once, in order, and no summary among them.
+    prompts = [
+        p.content for m in archive if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)
+    ]
+    assert prompts == [f'ask M{turn}' for turn in range(TURNS)]
+    assert len(archive) == TURNS * 4
+    assert not any(isinstance(p, CompactionPart) for m in archive for p in m.parts)
+    # A link per compaction, each covering what the one before left, and the next window opens at the newest.
+    assert [s.text for s in chain] == [f'SUMMARY-{n} of the conversation so far' for n in range(1, compactions + 1)]
+    assert [s.covers_from for s in chain[1:]] == [s.covers_to for s in chain[:-1]]
+    assert window.positions[0] >= chain[-1].covers_to
+    assert [p.content for p in window.messages[0].parts if isinstance(p, CompactionPart)] == [chain[-1].text]
+    check_each_summary_extends_the_last_and_reads_each_message_once(summarizer)
+
+
+async def test_compaction_on_request_puts_the_focus_in_the_summarizer_prompt() -> None:
+    model, summarizer = Overflowing(), RecordingSummarizer()
+    agent = overflowing_agent(model, [Summarization(**summarizer_settings(summarizer))])
+
+    @agent.tool
+    def compact_now(ctx: RunContext[None], focus: str) -> str:
+        ctx.request_compaction(reason='model_requested', focus=focus)
+        return 'Compaction requested.'
+
+    history = (await agent.run('ask M0')).all_messages()
+    history = (await agent.run('ask M1', message_history=history)).all_messages()
+    idle = await agent.compact_history(history, focus='ORD-1042')
+    assert [(c.handler, c.reason) for c in idle.compactions] == [(SUMMARIZATION_HANDLER, 'manual')]
+    assert 'ORD-1042' in summarizer.inputs[-1]
+
+    result = await agent.run('ask M2', message_history=history, compact={'focus': 'the refund'})
+    assert [c.reason for c in result.compactions] == ['manual']
+    assert 'the refund' in summarizer.inputs[-1]
+
+
+@pytest.mark.parametrize('how', ['compact=', 'request_compaction'])
+async def test_a_compaction_asked_for_in_a_session_run_is_stored(new_database: NewDatabase, how: str) -> None:
+    summarizer = RecordingSummarizer()
+    agent = overflowing_agent(Overflowing())
+
+    @agent.tool
+    def compact_now(ctx: RunContext[None]) -> str:
+        ctx.request_compaction(reason='model_requested', focus='ORD-1042')
+        return 'Compaction requested.'
+
+    processor = SummarizationProcessor(**summarizer_settings(summarizer))
+    async with SessionStore(new_database(), processor=processor) as store:
+        session = await store.session('asked')
+        for turn in range(3):
+            await session.run(agent, f'ask M{turn}')
+        assert await store.summaries('asked') == []
+        if how == 'compact=':
+            result = await session.run(agent, 'ask M3', compact={'focus': 'ORD-1042'})
+        else:
+            forced = FunctionModel(_calls_compact_now)
+            result = await session.run(agent, 'ask M3', model=forced)
+        assert len(result.compactions) == 1
+        chain = await store.summaries('asked')
+        window = await store.window('asked')
+        archive = await store.history('asked')
+    assert 'ORD-1042' in summarizer.inputs[-1]
+    assert [s.text for s in chain] == ['SUMMARY-1 of the conversation so far']
+    assert chain[0].covers_from == 0 and window.positions[0] == chain[0].covers_to
+    assert [p.content for p in window.messages[0].parts if isinstance(p, CompactionPart)] == [chain[0].text]
+    assert not any(isinstance(p, CompactionPart) for message in archive for p in message.parts)
+
+
+def _calls_compact_now(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A model that asks for a compaction through the tool, then answers."""
+    if any(isinstance(p, ToolReturnPart) and p.tool_name == 'compact_now' for p in messages[-1].parts):
+        return ModelResponse(parts=[TextPart('Compacted, and done.')])
+    return ModelResponse(parts=[ToolCallPart('compact_now', {}, tool_call_id='call_0')])
