@@ -13,12 +13,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
 from sqlalchemy.exc import OperationalError
 
+from session_store import SessionStore
 from session_store.cli import main
 from session_store.cli._demo_run import run_turns
 from session_store.cli._runtime import Settings, open_store
-from tests._cli import fails
+from testkit.templates import NewDatabase
+from tests._cli import fails, ok
 
 REVIEW = (
     ['sessions'],
@@ -75,6 +79,43 @@ def test_search_in_an_unknown_session_fails_in_one_line(db: Path) -> None:
     )
     found = invoke('--db', url, 'search', 'ORDER-1042', '--session', 'demo')
     assert found.exit_code == 0 and 'demo [24] user: Hi, where is my order ORDER-1042?' in found.stdout
+
+
+# Search showed the agent's instructions (and a system prompt) as `user:` words
+
+
+async def shop_conversation(url: str) -> None:
+    """`shop`: two runs of an agent with instructions, the first request also holding a system prompt."""
+    async with SessionStore(url) as store:
+        session = await store.session('shop')
+        agent = Agent(
+            TestModel(custom_output_text='It ships today.'),
+            instructions='You answer customers of an online shop.',
+            system_prompt='Shop policy: refunds within 30 days.',
+        )
+        for prompt in ('Where is my order ORD-1042?', 'Can the online shop refund it?'):
+            await session.run(agent, prompt)
+
+
+def test_search_says_who_said_what_it_found(new_database: NewDatabase) -> None:
+    url = new_database(fill=shop_conversation)
+
+    def hits(text: str) -> list[str]:
+        return [line for line in ok(invoke('--db', url, 'search', text)).splitlines() if line.startswith('shop [')]
+
+    # Every request carries the instructions: found there, they are shown as instructions, never as the user's.
+    assert hits('answer customers') == [
+        'shop [2] instructions: You answer customers of an online shop.',
+        'shop [0] instructions: You answer customers of an online shop.',
+    ]
+    # A request whose prompt holds the text too shows the prompt; the others, where the instructions hold it.
+    assert hits('online shop') == [
+        'shop [2] user: Can the online shop refund it?',
+        'shop [0] instructions: You answer customers of an online shop.',
+    ]
+    assert hits('refunds within') == ['shop [0] system: Shop policy: refunds within 30 days.']
+    assert hits('ORD-1042') == ['shop [0] user: Where is my order ORD-1042?']
+    assert hits('ships today') == ['shop [3] assistant: It ships today.', 'shop [1] assistant: It ships today.']
 
 
 # Review commands failed on read-only media ("unable to open database file")

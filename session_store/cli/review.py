@@ -20,8 +20,8 @@ from .._codec import stored_form
 from .._display import summary_json, window_tokens
 from .._history.review import StoredMessage, history_records, session_records, summary_records
 from .._history.search import SearchRecord, search_records
-from .._parts import message_role
 from ._app import MAX_COUNT, NAME, Bounded, db_option, json_option, main, scope_option
+from ._messages import Said, render_messages, role, said_in
 from ._render import CLIP, clip, echo_json, plural, print_suggestion, record_json
 from ._runtime import Settings, out, pass_settings, read, review, run
 from .branching import chosen_branch, tip_option
@@ -107,8 +107,6 @@ def history(
     `[14] tool lookup_order ⇒ {...}`. Pages of --limit messages; the footer gives the next page's command.
     The active path, unless --branch (or, for scripts, --tip) names another.
     """
-    from ._messages import render_messages
-
     branch = chosen_branch(number, tip)
     # One message past the page tells whether there is a next page, without counting the archive.
     page = None if everything else limit + 1
@@ -229,8 +227,6 @@ def context(settings: Settings, session_id: str, scope: str | None, full: bool, 
     """
     from pydantic_ai.messages import CompactionPart, ModelRequest
 
-    from ._messages import render_messages
-
     window = run(settings, read(settings, lambda store: store.window(session_id, scope=scope)))
     tokens = window_tokens(window)
     if as_json:
@@ -304,13 +300,14 @@ def search(settings: Settings, text: str, scope: str | None, session_id: str | N
         return
     out.print(f'{len(found)} message{"s" if len(found) != 1 else ""} containing {text!r}, newest first:\n')
     for record in found:
+        said = _saying(record, text)
         out.print(
             Text.assemble(
                 (record.session_id, 'bold'),
                 (f' [{record.position}] ', 'dim'),
-                (message_role(record.stored), 'cyan'),
-                ': ',
-                _snippet(record, text),
+                (said.speaker, said.style),
+                said.separator,
+                _snippet(said.text, text),
             )
         )
     if len(found) == limit:
@@ -320,11 +317,23 @@ def search(settings: Settings, text: str, scope: str | None, session_id: str | N
     print_suggestion(settings, f'\nSee the newest in context: {around}')
 
 
-def _snippet(record: SearchRecord, text: str, around: int = 70) -> Text:
-    """The hit's text around the first match, the match highlighted."""
-    flat = ' '.join(record.text.split())
+def _saying(record: SearchRecord, text: str) -> Said:
+    """What of the hit's message holds `text`, as `history` shows it: the first part holding it, else its request's
+    instructions (which every request of a run repeats: they are not the user's words), else the whole message
+    under its role (matched across two of them)."""
+    wanted = text.lower()
+    instructions, parts = said_in(record.stored)
+    for said in (*parts, *([instructions] if instructions is not None else [])):
+        if wanted in said.indexed.lower():
+            return said
+    return Said(role(record.stored), 'cyan', record.text, record.text)
+
+
+def _snippet(shown: str, text: str, around: int = 70) -> Text:
+    """`shown` around the first match of `text`, the match highlighted; its start where `text` isn't in it."""
+    flat = ' '.join(shown.split())
     at = flat.lower().find(text.lower())
-    if at < 0:  # matched across whitespace the flattening changed
+    if at < 0:  # shown otherwise than indexed (a tool call as code), or matched across whitespace
         return Text(clip(flat, False))
     start, end = max(at - around, 0), min(at + len(text) + around, len(flat))
     return Text.assemble(
