@@ -12,15 +12,16 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 import pytest
-from pydantic_ai import messages
 from pydantic_ai.messages import (
     AgentInstructionSource,
     BinaryContent,
     CapabilityLoadDeltaPart,
     CompactionPart,
+    DataCapabilityPart,
     FilePart,
     ImageUrl,
     InstructionBaselinePart,
+    InstructionCapabilityPart,
     InstructionDeltaPart,
     InstructionId,
     ModelMessage,
@@ -31,6 +32,7 @@ from pydantic_ai.messages import (
     ModelSettingsDeltaPart,
     NativeToolCallPart,
     NativeToolReturnPart,
+    OperatorSource,
     RetryFeedbackPart,
     RetryInfo,
     RetryPromptPart,
@@ -51,27 +53,21 @@ from session_store.web._present import message_views
 
 _AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
-CAPABILITY_PARTS = hasattr(messages, 'CapabilityPart')
-"""Whether the installed pydantic-ai has capability parts (2.78 and later): .ci/lowest runs these tests on 2.68."""
 
-if CAPABILITY_PARTS:
-    from pydantic_ai.messages import DataCapabilityPart, InstructionCapabilityPart, OperatorSource
+@dataclass(kw_only=True)
+class ProgressPart(DataCapabilityPart, namespace='orders', tag='progress_report', attributes=('task_id',)):
+    """Data a capability tells the model, as an application defines a kind."""
 
-    @dataclass(kw_only=True)
-    class ProgressPart(DataCapabilityPart, namespace='orders', tag='progress_report', attributes=('task_id',)):
-        """Data a capability tells the model, as an application defines a kind."""
+    task_id: str
 
-        task_id: str
 
-    @dataclass(kw_only=True)
-    class RequestsLeftPart(InstructionCapabilityPart, namespace='budget'):
-        """An instruction in the application's voice, for one request."""
+@dataclass(kw_only=True)
+class RequestsLeftPart(InstructionCapabilityPart, namespace='budget'):
+    """An instruction in the application's voice, for one request."""
 
 
 def capability_parts() -> list[ModelRequestPart]:
-    """A data part (text and an image) and an instruction part, where pydantic-ai has them."""
-    if not CAPABILITY_PARTS:
-        return []
+    """A data part (text and an image) and an instruction part."""
     return [
         ProgressPart(
             content=['3 of 5 steps done.', ImageUrl('https://example.com/chart.png')],
@@ -80,11 +76,6 @@ def capability_parts() -> list[ModelRequestPart]:
         ),
         RequestsLeftPart(content='2 model requests left.', source=OperatorSource(), scope='request'),
     ]
-
-
-def if_capability_parts(*expected: Any) -> list[Any]:
-    """`expected`, the readings of `capability_parts`, where pydantic-ai has them."""
-    return list(expected) if CAPABILITY_PARTS else []
 
 
 def conversation() -> list[ModelMessage]:
@@ -167,10 +158,8 @@ def test_the_command_line_lists_every_part_kind() -> None:
         ('[2] model-settings-delta: ', 'dim'),
         ('[2] instruction-delta: In French.', 'dim'),
         ('[2] instruction-baseline: ', 'dim'),
-        *if_capability_parts(
-            ('[2] capability orders.progress: 3 of 5 steps done. [1 media item]', 'magenta'),
-            ('[2] capability budget.requests_left: 2 model requests left.', 'magenta'),
-        ),
+        ('[2] capability orders.progress: 3 of 5 steps done. [1 media item]', 'magenta'),
+        ('[2] capability budget.requests_left: 2 model requests left.', 'magenta'),
     ]
     assert [role(message) for message in stored_form(conversation())] == ['user', 'assistant', 'tool']
 
@@ -235,17 +224,15 @@ def test_the_page_shows_every_part_kind() -> None:
             ('other', 'model-settings-delta', '', '', False, None),
             ('other', 'instruction-delta', 'In French.', 'In French.', False, None),
             ('other', 'instruction-baseline', '', '', False, None),
-            *if_capability_parts(
-                (
-                    'system',
-                    'capability orders.progress',
-                    '3 of 5 steps done.\n[1 media item]',
-                    '3 of 5 steps done. [1 media item]',
-                    False,
-                    None,
-                ),
-                ('system', 'capability budget.requests_left', *['2 model requests left.'] * 2, False, None),
+            (
+                'system',
+                'capability orders.progress',
+                '3 of 5 steps done.\n[1 media item]',
+                '3 of 5 steps done. [1 media item]',
+                False,
+                None,
             ),
+            ('system', 'capability budget.requests_left', *['2 model requests left.'] * 2, False, None),
         ],
     ]
 
@@ -283,10 +270,8 @@ def _part_kind(cls: type) -> str:
 
 def test_the_pinned_conversation_holds_every_row_and_every_role() -> None:
     rows = {read_part(part, message['kind'])[0] for message in stored_form(conversation()) for part in message['parts']}
-    # An older pydantic-ai has no capability parts to hold.
-    absent = set() if CAPABILITY_PARTS else {'capability'}
-    assert {kind.name for kind in PART_KINDS if kind not in rows} == absent
-    assert {kind.role for kind in rows} == set(get_args(Role)) - absent
+    assert {kind.name for kind in PART_KINDS if kind not in rows} == set()
+    assert {kind.role for kind in rows} == set(get_args(Role))
 
 
 @dataclass

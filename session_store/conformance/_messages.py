@@ -10,6 +10,7 @@ from pydantic_ai.messages import (
     AgentInstructionSource,
     BinaryContent,
     CapabilityLoadDeltaPart,
+    CapabilityPartRendering,
     CompactionPart,
     FilePart,
     ImageUrl,
@@ -24,6 +25,7 @@ from pydantic_ai.messages import (
     ModelSettingsDeltaPart,
     NativeToolCallPart,
     NativeToolReturnPart,
+    OperatorSource,
     RetryFeedbackPart,
     RetryInfo,
     RetryPromptPart,
@@ -34,6 +36,7 @@ from pydantic_ai.messages import (
     ToolAvailabilityDeltaPart,
     ToolCallPart,
     ToolReturnPart,
+    UnknownCapabilityPart,
     UserPromptPart,
 )
 
@@ -160,12 +163,8 @@ def every_part_kind() -> list[ModelMessage]:
 
 
 def capability_parts() -> list[ModelRequestPart]:
-    """Capability parts (pydantic-ai 2.78 and later; none before) as a process that doesn't define their kinds loads
-    them: data with text, a file and an attribute, and a request-scoped instruction."""
-    try:
-        from pydantic_ai.messages import CapabilityPartRendering, OperatorSource, UnknownCapabilityPart
-    except ImportError:  # a pydantic-ai from before capability parts, which the store still supports
-        return []
+    """Capability parts as a process that doesn't define their kinds loads them: data with text, a file and an
+    attribute, and a request-scoped instruction."""
     return [
         UnknownCapabilityPart(
             kind='conformance.progress',
