@@ -2,16 +2,16 @@
 
 Many OpenAI-compatible servers number tool calls `call_0`, `call_1`, ... afresh in every response, so the same
 id comes back turn after turn; others issue unique ids. A drawn history uses either numbering, or a mix, and
-holds every part kind pydantic-ai 2.68 has: thinking (alone, too), native tool calls (with their result in the
-same response or a later one), files, a provider's compaction, an app-written summary opening a window fed
-back in, tool retries (as `ToolReturnPart(outcome='retried')` or a legacy `RetryPromptPart`) answered by the
-call made again, output validation feedback, tool returns with media, parallel calls answered out of order and
-over several requests, empty responses, and a final response whose calls still wait (for approval, say).
+holds every part kind pydantic-ai 2.78 writes: thinking (alone, too), native tool calls (with their result in
+the same response or a later one), files, a provider's compaction, an app-written summary opening a window fed
+back in, tool retries (`ToolReturnPart(outcome='retried')`, with or without the run's `RetryInfo`) answered by
+the call made again, output validation feedback (`RetryFeedbackPart`), tool returns with media, parallel calls
+answered out of order and over several requests, empty responses, and a final response whose calls still wait
+(for approval, say).
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,11 +30,11 @@ from pydantic_ai.messages import (
     NativeToolReturnPart,
     RetryFeedbackPart,
     RetryInfo,
-    RetryPromptPart,
     SystemPromptPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
+    ToolRetryCause,
     ToolReturnPart,
     UserPromptPart,
 )
@@ -101,10 +101,14 @@ class _Builder:
         outcome = self.draw(st.sampled_from(OUTCOMES))
         if outcome == 'retried':
             self.retried.append(call)
-            if self.draw(st.booleans()):
-                # An in-memory legacy retry, as code written for pydantic-ai 1.x still builds.
-                with warnings.catch_warnings(category=DeprecationWarning, action='ignore'):
-                    return RetryPromptPart('try again', tool_name=call.tool_name, tool_call_id=call.tool_call_id)
+            # An agent run records why and which attempt; a retry loaded from a legacy `retry-prompt` row, or
+            # built by hand, carries none.
+            retry: RetryInfo[ToolRetryCause] | None = (
+                RetryInfo('model_retry', attempt=1, max_retries=3) if self.draw(st.booleans()) else None
+            )
+            return ToolReturnPart(
+                call.tool_name, 'try again', tool_call_id=call.tool_call_id, outcome='retried', retry=retry
+            )
         content: object = f'result of {call.tool_call_id}'
         if outcome == 'success' and self.draw(st.integers(0, 4)) == 0:
             content = [f'chart for {call.tool_call_id}', self.draw(st.sampled_from([PNG, ImageUrl('https://x/i.png')]))]

@@ -35,7 +35,6 @@ from pydantic_ai.messages import (
     OperatorSource,
     RetryFeedbackPart,
     RetryInfo,
-    RetryPromptPart,
     SpeechPart,
     SystemPromptPart,
     TextPart,
@@ -80,8 +79,6 @@ def capability_parts() -> list[ModelRequestPart]:
 
 def conversation() -> list[ModelMessage]:
     """A request, a response and a request of tool returns, between them holding a part of every kind."""
-    with pytest.warns(UserWarning, match='RetryPromptPart'):
-        retry_prompt = RetryPromptPart('Give an order id.', tool_name='lookup', tool_call_id='c4')
     return [
         ModelRequest(
             parts=[
@@ -114,7 +111,13 @@ def conversation() -> list[ModelMessage]:
                 ToolReturnPart('lookup', {'status': 'shipped'}, tool_call_id='c1'),
                 ToolReturnPart('lookup', 'Unknown order id.', tool_call_id='c2', outcome='retried'),
                 ToolReturnPart('refund', 'Not allowed.', tool_call_id='c3', outcome='denied'),
-                retry_prompt,
+                ToolReturnPart(
+                    'lookup',
+                    'Give an order id.',
+                    tool_call_id='c4',
+                    outcome='retried',
+                    retry=RetryInfo('model_retry', attempt=2, max_retries=3),
+                ),
                 RetryFeedbackPart('Please answer in text.', retry=RetryInfo('no_output')),
                 ToolAvailabilityDeltaPart(tools_added=['refund']),
                 CapabilityLoadDeltaPart(loaded=['orders']),
@@ -150,7 +153,7 @@ def test_the_command_line_lists_every_part_kind() -> None:
         ('[2] tool lookup ⇒ {"status": "shipped"}', 'green'),
         ('[2] tool lookup ⇒ (retried) Unknown order id.', 'green'),
         ('[2] tool refund ⇒ (denied) Not allowed.', 'green'),
-        # A legacy retry held in memory reads as it loads once stored: its call's return, retried.
+        # A retry as an agent run records it (why, which attempt) reads as one without that record.
         ('[2] tool lookup ⇒ (retried) Give an order id.', 'green'),
         ('[2] retry: Please answer in text.', 'red'),
         ('[2] tool-availability-delta: ', 'dim'),

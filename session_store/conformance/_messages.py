@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +27,6 @@ from pydantic_ai.messages import (
     OperatorSource,
     RetryFeedbackPart,
     RetryInfo,
-    RetryPromptPart,
     SpeechPart,
     SystemPromptPart,
     TextPart,
@@ -93,9 +91,6 @@ def faithful(stored: list[ModelMessage], saved: list[ModelMessage]) -> bool:
 def every_part_kind() -> list[ModelMessage]:
     """A history holding a part of every public kind a request or response can carry, with tool call ids repeated
     across responses, as servers that number calls `call_0`, `call_1`, ... in every response write them."""
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', UserWarning)  # RetryPromptPart is deprecated, and still loads
-        retry_prompt = RetryPromptPart('Give an order id.', tool_name='lookup', tool_call_id='call_1', timestamp=MOMENT)
     return [
         ModelRequest(
             parts=[
@@ -136,7 +131,6 @@ def every_part_kind() -> list[ModelMessage]:
                 ToolReturnPart(
                     'lookup', 'Unknown order id.', tool_call_id='call_1', outcome='retried', timestamp=MOMENT
                 ),
-                retry_prompt,
                 RetryFeedbackPart('Please answer in text.', retry=RetryInfo('no_output')),
                 ToolAvailabilityDeltaPart(tools_added=['refund']),
                 CapabilityLoadDeltaPart(loaded=['orders']),
