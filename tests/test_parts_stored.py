@@ -10,7 +10,6 @@ and search read (`processors.part_text`), the tool values as the renderers write
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +27,6 @@ from pydantic_ai.messages import (
     NativeToolReturnPart,
     RetryFeedbackPart,
     RetryInfo,
-    RetryPromptPart,
     SpeechPart,
     StructuredContent,
     TextContent,
@@ -105,20 +103,26 @@ def values() -> list[ModelMessage]:
     ]
 
 
-def _legacy_retries() -> list[ModelMessage]:
-    """Legacy retries as code written for pydantic-ai 1.x builds them: answering a call or none, text or errors."""
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        return [
-            ModelRequest(
-                parts=[
-                    RetryPromptPart('Try again.', tool_name='lookup', tool_call_id='c1'),
-                    RetryPromptPart(ERRORS, tool_name='lookup', tool_call_id='c2'),  # type: ignore[arg-type]
-                    RetryPromptPart('Answer in text.'),
-                    RetryPromptPart(ERRORS),  # type: ignore[arg-type]
-                ]
-            )
-        ]
+def _legacy_retries() -> str:
+    """A row of legacy retries as a store wrote them with a pydantic-ai before 2.78 (`retry-prompt`, the deprecated
+    `RetryPromptPart`, which now loads as the part it meant): answering a call or none, text or errors."""
+    at = '2026-01-02T03:04:05Z'
+    parts: list[dict[str, Any]] = [
+        {'content': 'Try again.', 'tool_name': 'lookup', 'tool_call_id': 'c1'},
+        {'content': ERRORS, 'tool_name': 'lookup', 'tool_call_id': 'c2'},
+        {'content': 'Answer in text.', 'tool_name': None, 'tool_call_id': 'pyd_ai_1'},
+        {'content': ERRORS, 'tool_name': None, 'tool_call_id': 'pyd_ai_2'},
+    ]
+    return json.dumps(
+        {
+            'parts': [{**part, 'timestamp': at, 'part_kind': 'retry-prompt'} for part in parts],
+            'timestamp': None,
+            'instructions': None,
+            'kind': 'request',
+            'run_id': None,
+            'metadata': None,
+        }
+    )
 
 
 def _unrecorded(message: ModelMessage) -> str:
@@ -131,8 +135,9 @@ def _unrecorded(message: ModelMessage) -> str:
 
 def corpus() -> Iterator[str]:
     """Rows (payloads) holding every part kind and the values above, in each way they may have been written."""
-    for message in [*conversation(), *every_part_kind(), *values(), *_legacy_retries()]:
+    for message in [*conversation(), *every_part_kind(), *values()]:
         yield dump_message(message)
+    yield _legacy_retries()
     yield from (_unrecorded(message) for message in values())
 
 
