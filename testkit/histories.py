@@ -10,7 +10,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     SystemPromptPart,
     TextPart,
     ToolCallPart,
@@ -44,9 +43,8 @@ def tool_history(turns: int, calls: int = 3) -> list[ModelMessage]:
 
 
 def _is_answer(part: object) -> bool:
-    """Whether `part` answers a tool call: a return, a native tool's result, a legacy retry naming its tool."""
-    if isinstance(part, RetryPromptPart):
-        return part.tool_name is not None
+    """Whether `part` answers a tool call: a return (a retried call's too) or a native tool's result. A legacy
+    `retry-prompt` row loads as a retried return, or as a `RetryFeedbackPart`, which answers no call."""
     return isinstance(part, BaseToolReturnPart)
 
 
