@@ -8,22 +8,20 @@ stays complete while the model sees the window. Fractions resolve against the se
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, overload
 
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, CompactionRequest, CompactionResult
-from pydantic_ai.messages import CompactionPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext
-from pydantic_ai.usage import RequestUsage
 
 from ._processor_base import WindowedProcessor
 from .context_manager import ContextManagerCapability
 from .limit_warner import LimitWarnerProcessor
 from .sliding_window import SlidingWindowProcessor
-from .stored_conversations import check_not_kept
+from .stored_conversations import kept_by_store
 from .summarization import SummarizationProcessor
-from .summary import find_summary
+from .summary import compaction_result
 
 __all__ = (
     'SUMMARIZATION_HANDLER',
@@ -41,11 +39,14 @@ class _WindowsRequests(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         assert isinstance(self, WindowedProcessor)
-        if isinstance(self, SummarizationProcessor):
-            check_not_kept(ctx.conversation_id, ctx.messages, type(self).__name__)
-        request_context.messages = await self.window(
-            request_context.messages, context_window=request_context.model.context_window
-        )
+        context_window = request_context.model.context_window
+        if isinstance(self, SummarizationProcessor) and kept_by_store(ctx.conversation_id, ctx.messages):
+            # The store shaped this window and keeps the conversation's summaries: one made here has to stand in the
+            # run's conversation, where the store finds it, so the framework is asked to compact.
+            if await self.plan_compression(request_context.messages, context_window=context_window) is not None:
+                ctx.request_compaction(reason='threshold')
+            return request_context
+        request_context.messages = await self.window(request_context.messages, context_window=context_window)
         return request_context
 
     @classmethod
@@ -80,24 +81,16 @@ class Summarization(SummarizationProcessor, _WindowsRequests):
     async def compact_history(self, ctx: RunContext[Any], request: CompactionRequest) -> CompactionResult | None:
         """One more summary of `request.messages`, its focus put first; `None` (no compaction) when the summarizer
         failed or nothing is left to evict, so nothing but a summary is ever kept as one."""
-        before = RequestUsage(input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens)
+        usage_before = replace(self.usage)
         result = await self.process(
             request.messages,
             request.focus,
             force=True,
             context_window=request.conversation_request.model.context_window,
         )
-        index = find_summary(result.messages) if result.summarized else None
-        if index is None:
+        if not result.summarized:
             return None
-        part = next(p for p in result.messages[index].parts if isinstance(p, CompactionPart))
-        usage = RequestUsage(
-            input_tokens=self.usage.input_tokens - before.input_tokens,
-            output_tokens=self.usage.output_tokens - before.output_tokens,
-        )
-        return CompactionResult(
-            messages=result.messages, part=part, handler=SUMMARIZATION_HANDLER, usage=usage, kept_from=index + 1
-        )
+        return compaction_result(result.messages, SUMMARIZATION_HANDLER, usage_before, self.usage)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, CompactionRequest, CompactionResult
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.tools import RunContext
@@ -25,12 +25,12 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from ._truncation import ToolOutputLimit
 from .specs import ContextSize
-from .stored_conversations import check_not_kept
+from .stored_conversations import kept_by_store
 from .summarization import DEFAULT_SUMMARY_PROMPT, FailureCallback, SummarizationProcessor, SummaryCallback
-from .summary import find_summary, summary_text
+from .summary import compaction_result, find_summary, summary_text
 from .tokens import TokenCounter, count_tokens_approximately
 
-__all__ = ('CONTEXT_MANAGER_ID', 'DEFAULT_MAX_TOKENS', 'ContextManagerCapability')
+__all__ = ('CONTEXT_MANAGER_HANDLER', 'CONTEXT_MANAGER_ID', 'DEFAULT_MAX_TOKENS', 'ContextManagerCapability')
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,9 @@ CONTEXT_MANAGER_ID = 'context_manager'
 """The capability `id` a `ContextManagerCapability` has unless given another: an agent has one context manager,
 so one passed to a run (`agent.run(..., capabilities=[...])`) stands in for the agent's own, as pydantic-ai
 replaces an agent-level capability with the run-level one of the same `id`."""
+
+CONTEXT_MANAGER_HANDLER = 'session-store-context-manager'
+"""The stable id a `ContextManagerCapability` reports its compactions under (`CompactionRecord.handler`)."""
 
 UsageCallback = Callable[[float, int, int], object]
 """`on_usage_update(share, tokens, max_tokens)`: the window's share of the budget, its tokens, the budget."""
@@ -226,15 +229,31 @@ class ContextManagerCapability(AbstractCapability[Any]):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        check_not_kept(ctx.conversation_id, ctx.messages, type(self).__name__)
         budget = self._budget(request_context.model)
         # Asked for by this run's compact_conversation call, or by request_compact() for whichever run is next.
         requested = self._shared.requested
         asked = [requested.pop(key) for key in dict.fromkeys((ctx.run_id, None)) if key in requested]
         focus = next((topic for topic in asked if topic), None)
-        window = await self._compress(request_context.messages, focus, force=bool(asked), budget=budget)
+        if kept_by_store(ctx.conversation_id, ctx.messages):
+            # The store shaped this window and keeps the conversation's summaries: one made here has to stand in the
+            # run's conversation, where the store finds it, so the framework is asked to compact.
+            window = request_context.messages
+            if asked or await self.processor.plan_compression(window, context_window=budget) is not None:
+                ctx.request_compaction(reason='manual' if asked else 'threshold', focus=focus)
+        else:
+            window = await self._compress(request_context.messages, focus, force=bool(asked), budget=budget)
         request_context.messages = self._limit.messages(window) if self._limit is not None else window
         return request_context
+
+    async def compact_history(self, ctx: RunContext[Any], request: CompactionRequest) -> CompactionResult | None:
+        """One more summary of `request.messages` (pydantic-ai's compaction hook, for every reason it asks), with
+        every callback called; `None` (no compaction) when the summarizer failed or nothing is left to evict."""
+        compressions, usage_before = self.compression_count, replace(self.processor.usage)
+        budget = self._budget(request.conversation_request.model)
+        window = await self._compress(request.messages, request.focus, force=True, budget=budget)
+        if self.compression_count == compressions:
+            return None
+        return compaction_result(window, CONTEXT_MANAGER_HANDLER, usage_before, self.processor.usage)
 
     def _budget(self, model: Model | None) -> int:
         if model is not None and model.context_window:

@@ -1,15 +1,18 @@
-"""Conversations whose window and summaries a store keeps, which a summarizing capability must not compact too.
+"""Conversations whose window and summaries a store keeps, on which a summarizing capability compacts through
+pydantic-ai's compaction protocol only.
 
 A store that hands a conversation's history out through pydantic-ai's own door (session-store's
 `store.conversations`, directly or under a UI adapter) marks it here. A summarizing capability on the agent
-(`Summarization`, `ContextManagerCapability`) then refuses the run at its first request: the summaries it would
-make reach neither the store nor the next run, so every run would summarize from scratch, and the store already
-shapes the window.
+(`Summarization`) then leaves the window the store shaped as it is, and when its trigger fires it asks the
+framework to compact (`RunContext.request_compaction`) instead of summarizing into the request alone: the summary
+its `compact_history` hook makes then stands in the run's conversation, which the store keeps as the next link of
+the summary chain. Summarized into the request alone, it would reach neither the store nor the next run, and every
+run would summarize from scratch.
 
 The mark is made twice, because a run may start far from the load that fed it:
 
 - on the message objects the load handed out, which pydantic-ai passes on to the run as they are (its history
-  list is a copy, its messages are not), so a run whose history holds one is refused wherever the load ran: in
+  list is a copy, its messages are not), so a run whose history holds one is known wherever the load ran: in
   another task (`asyncio.create_task`, `gather`, a task group) or another thread. A message is marked for as
   long as it lives, and only that object: a copy or an equal message built elsewhere is not.
 - on the conversation id, in the current context: all a load that handed out no messages (a new conversation,
@@ -24,10 +27,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage
 
-__all__ = ('check_not_kept', 'keep_conversation', 'unkept')
+__all__ = ('keep_conversation', 'kept_by_store', 'unkept')
 
 _KEPT: ContextVar[frozenset[str]] = ContextVar('processors_kept_conversations', default=frozenset())
 _UNKEPT: ContextVar[frozenset[str]] = ContextVar('processors_unkept_conversations', default=frozenset())
@@ -62,7 +64,7 @@ def _mark(message: ModelMessage, conversation_id: str) -> None:
 
 @contextmanager
 def unkept(*conversation_ids: str) -> Iterator[None]:
-    """No refusal for these conversations inside the block, however they were marked: a store running the
+    """These conversations count as unmarked inside the block, however they were marked: a store running the
     conversation itself, with its own copy of the capability (a `Session`'s run), stores what that copy makes."""
     token = _UNKEPT.set(_UNKEPT.get() | set(conversation_ids))
     try:
@@ -71,8 +73,12 @@ def unkept(*conversation_ids: str) -> Iterator[None]:
         _UNKEPT.reset(token)
 
 
-def _kept_id(conversation_id: str | None, messages: Sequence[ModelMessage]) -> str | None:
-    """The kept conversation a run on `conversation_id` with the history `messages` continues, if any."""
+def kept_by_store(conversation_id: str | None, messages: Sequence[ModelMessage]) -> str | None:
+    """The conversation a store keeps that a run on `conversation_id` with the history `messages` (the run's,
+    `RunContext.messages`) continues, if any.
+
+    One dictionary lookup per message of the run's history, so the check costs what the window is long.
+    """
     exempt = _UNKEPT.get()
     if conversation_id is not None and conversation_id in _KEPT.get() and conversation_id not in exempt:
         return conversation_id
@@ -83,24 +89,3 @@ def _kept_id(conversation_id: str | None, messages: Sequence[ModelMessage]) -> s
         if found is not None and found[1] not in exempt:
             return found[1]
     return None
-
-
-def check_not_kept(conversation_id: str | None, messages: Sequence[ModelMessage], capability: str) -> None:
-    """Refuse a summarizing `capability` in a run on `conversation_id` whose history is `messages` (the run's,
-    `RunContext.messages`), if the conversation is one a store keeps, saying what to do instead.
-
-    One dictionary lookup per message of the run's history, so the check costs what the window is long.
-
-    Raises:
-        UserError: The conversation's history came from a store's `conversations` door.
-    """
-    kept = _kept_id(conversation_id, messages)
-    if kept is None:
-        return
-    raise UserError(
-        f'Conversation {kept!r} was loaded from a SessionStore, which keeps its window and summaries, '
-        f'but the agent also carries a {capability}, whose summaries would be made from scratch on every run and '
-        'never stored. Give it to the store instead and drop it from the agent: SessionStore(url, '
-        'processor=SummarizationProcessor(...)) (or the ContextManagerCapability), or run the agent through a '
-        'session, whose runs store what it makes: store.session(id, processor=...).run(agent, ...).'
-    )

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
+from pydantic_ai.capabilities import CompactionResult
 from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, SystemPromptPart
-from pydantic_ai.usage import RunUsage
+from pydantic_ai.usage import RequestUsage, RunUsage
 
-__all__ = ('SummarizationFailure', 'Summary', 'find_summary', 'summary_request', 'summary_text')
+__all__ = ('SummarizationFailure', 'Summary', 'compaction_result', 'find_summary', 'summary_request', 'summary_text')
 
 SUMMARY_MARK = 'session_store_summary'
 """The `CompactionPart.metadata` key marking summaries this package wrote."""
@@ -49,6 +50,24 @@ def summary_text(message: ModelMessage) -> str | None:
     """The summary text `message` carries, if it is a summary request."""
     part = _summary_part(message)
     return None if part is None else part.content
+
+
+def compaction_result(
+    window: list[ModelMessage], handler: str, usage_before: RunUsage, usage_after: RunUsage
+) -> CompactionResult | None:
+    """What a `compact_history` hook answers for a `window` it just compacted, if the window opens with a summary
+    request (the messages after it kept as they were); the summarizer's usage went from `usage_before` (a copy)
+    to `usage_after`."""
+    index = find_summary(window)
+    if index is None:
+        return None
+    part = _summary_part(window[index])
+    assert part is not None
+    usage = RequestUsage(
+        input_tokens=usage_after.input_tokens - usage_before.input_tokens,
+        output_tokens=usage_after.output_tokens - usage_before.output_tokens,
+    )
+    return CompactionResult(messages=window, part=part, handler=handler, usage=usage, kept_from=index + 1)
 
 
 def utc_now() -> datetime:

@@ -55,6 +55,7 @@ from ._conversation_rows import (
 from ._conversation_writes import RETRY, advance, create
 from ._history.archive import insert_messages, message_rows
 from ._history.branches import before_prompt
+from ._history.compactions import compaction_text
 from ._history.records import RunRecord
 from ._history.runs import Runs, SessionHead
 from ._history.tree import ENTRY_AT, on_path, spans_of, tip_entry_id
@@ -164,8 +165,9 @@ class SQLConversationStore(ConversationStore):
         has passed the processor's trigger, it is compacted first: the next summary of the chain, made from
         the last one and only the messages it newly evicts, is stored in its own transaction. The conversation
         is marked stored, so saving a run on it appends the run's messages after the stored ones, and kept
-        (`keep_conversation`, its messages with it), so an agent carrying its own summarizer is refused a run on
-        it, wherever this load ran. `limit` keeps pydantic-ai's meaning: at most the last `limit` messages (of
+        (`keep_conversation`, its messages with it), so an agent carrying its own summarizer compacts it through
+        pydantic-ai's compaction protocol, wherever this load ran, and a save of the run stores that summary as
+        the chain's next link. `limit` keeps pydantic-ai's meaning: at most the last `limit` messages (of
         the window, with a processor).
         """
         check_id(conversation_id)
@@ -428,12 +430,14 @@ class SQLConversationStore(ConversationStore):
             return
         if made.head_id != new_entries[0].parent_id or not window.extends(before):
             return
-        added = [
-            ConversationEntry(id=e.id, parent_id=e.parent_id, message=m)
-            for e, m in zip(new_entries, messages, strict=True)
-        ]
-        entries = (*made.entries, *added)
-        self._entries.put(conversation_id, _Entries(weakref.ref(window), made.processor, entries[-1].id, entries))
+        entries = list(made.entries)
+        for entry, message in zip(new_entries, messages, strict=True):
+            # A compaction's summary request was stored as a link of the chain, not as an entry (see `compactions`).
+            if compaction_text(message) is None:
+                entries.append(ConversationEntry(id=entry.id, parent_id=entries[-1].id, message=message))
+        self._entries.put(
+            conversation_id, _Entries(weakref.ref(window), made.processor, entries[-1].id, tuple(entries))
+        )
 
     def _head(self, conversation_id: str) -> SessionHead | None:
         """The `SessionHead` of the row the conversation's record was read from last, if it is kept."""

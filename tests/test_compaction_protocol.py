@@ -10,27 +10,38 @@ summary folded in: none may be folded in twice, and each summary after the first
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability, CompactionRequest, CompactionResult
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.exceptions import ModelContextWindowExceededError
 from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+from pydantic_ai.usage import UsageLimits
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.testclient import TestClient
 
 from processors import Summarization, SummarizationProcessor
 from processors.capabilities import SUMMARIZATION_HANDLER
-from session_store import SessionStore
+from session_store import SessionStore, dispatch_chat
 from testkit.histories import SYSTEM
 from testkit.scripted import PREVIOUS, ParallelToolAssistant, RecordingSummarizer, summarized_markers
 from testkit.templates import NewDatabase
@@ -41,10 +52,12 @@ TURNS = 30
 FAR_ABOVE = ('messages', 1_000)
 """The summarizer's trigger: never reached, as when it was set from a context window larger than the model's."""
 KEEP = ('messages', 4)
+UNLIMITED = UsageLimits(request_limit=None)
+"""A conversation carries its usage from run to run: 30 turns make more requests than pydantic-ai's default allows."""
 
 
 class Overflowing:
-    """The scripted tool-using assistant behind a context window of `LIMIT` messages."""
+    """The scripted tool-using assistant behind a context window of `LIMIT` messages, streamed or not."""
 
     def __init__(self) -> None:
         self.assistant = ParallelToolAssistant()
@@ -58,9 +71,19 @@ class Overflowing:
             )
         return self.assistant(messages, info)
 
+    async def stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        response = self(messages, info)
+        for index, part in enumerate(response.parts):
+            if isinstance(part, TextPart):
+                yield part.content
+            elif isinstance(part, ToolCallPart):
+                yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+
 
 def overflowing_agent(model: Overflowing, capabilities: Sequence[Any] = ()) -> Agent[None, str]:
-    agent = Agent(FunctionModel(model), system_prompt=SYSTEM, capabilities=list(capabilities))
+    agent = Agent(
+        FunctionModel(model, stream_function=model.stream), system_prompt=SYSTEM, capabilities=list(capabilities)
+    )
 
     @agent.tool_plain
     def lookup(q: str) -> str:
@@ -189,3 +212,88 @@ def _calls_compact_now(messages: list[ModelMessage], info: AgentInfo) -> ModelRe
     if any(isinstance(p, ToolReturnPart) and p.tool_name == 'compact_now' for p in messages[-1].parts):
         return ModelResponse(parts=[TextPart('Compacted, and done.')])
     return ModelResponse(parts=[ToolCallPart('compact_now', {}, tool_call_id='call_0')])
+
+
+class ForeignSummarizer(AbstractCapability[None]):
+    """Another library's compaction handler: one summary for everything before the turn in flight."""
+
+    def __init__(self) -> None:
+        self.made = 0
+
+    async def compact_history(self, ctx: RunContext[None], request: CompactionRequest) -> CompactionResult | None:
+        self.made += 1
+        part = CompactionPart(content=f'FOREIGN-{self.made}')
+        history = request.messages
+        first = history[0]
+        system = [p for p in first.parts if isinstance(p, SystemPromptPart)] if isinstance(first, ModelRequest) else []
+        turn = max(i for i, m in enumerate(history) if any(isinstance(p, UserPromptPart) for p in m.parts))
+        messages: list[ModelMessage] = [ModelRequest(parts=[*system, part]), *history[turn:]]
+        return CompactionResult(messages=messages, part=part, handler='another-library', kept_from=1)
+
+
+def check_the_archive_and_chain(archive: list[ModelMessage], chain: Sequence[Any], texts: list[str]) -> None:
+    """Every raw message once, in order, none of them a summary; a link per compaction, each covering what the one
+    before it left."""
+    requests = [m for m in archive if isinstance(m, ModelRequest)]
+    prompts = [p.content for m in requests for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == [f'ask M{turn}' for turn in range(TURNS)]
+    assert len(archive) == TURNS * 4
+    assert not any(isinstance(p, CompactionPart) for m in archive for p in m.parts)
+    assert [s.text for s in chain] == texts
+    assert chain[0].covers_from == 0
+    assert [s.covers_from for s in chain[1:]] == [s.covers_to for s in chain[:-1]]
+
+
+@pytest.mark.parametrize('handler', ['ours', 'foreign'])
+async def test_an_overflow_through_the_conversation_door_is_stored(new_database: NewDatabase, handler: str) -> None:
+    """The agent carries the summarizer, as pydantic-ai's docs show; the store has no processor of its own."""
+    model, summarizer, foreign = Overflowing(), RecordingSummarizer(), ForeignSummarizer()
+    capability = Summarization(**summarizer_settings(summarizer)) if handler == 'ours' else foreign
+    agent = overflowing_agent(model, [capability])
+    compactions = 0
+    async with SessionStore(new_database()) as store:
+        for turn in range(TURNS):
+            conversation = await store.conversations.load('door') or Conversation(conversation_id='door')
+            assert len(conversation.messages) <= LIMIT
+            result = await agent.run(f'ask M{turn}', conversation=conversation, usage_limits=UNLIMITED)
+            assert result.output == f'Answer M{turn}-a done'
+            compactions += len(result.compactions)
+            await store.conversations.save(result)
+        archive = await store.history('door')
+        chain = await store.summaries('door')
+    assert compactions >= TURNS * 4 // LIMIT
+    if handler == 'ours':
+        check_the_archive_and_chain(
+            archive, chain, [f'SUMMARY-{n} of the conversation so far' for n in range(1, compactions + 1)]
+        )
+        check_each_summary_extends_the_last_and_reads_each_message_once(summarizer)
+    else:
+        check_the_archive_and_chain(archive, chain, [f'FOREIGN-{n}' for n in range(1, compactions + 1)])
+
+
+async def test_an_overflow_through_dispatch_chat_is_stored(new_database: NewDatabase) -> None:
+    model, summarizer = Overflowing(), RecordingSummarizer()
+    agent = overflowing_agent(model, [Summarization(**summarizer_settings(summarizer))])
+    url = new_database()
+
+    async def chat(request: Request) -> Response:
+        async with SessionStore(url) as store:
+            return await dispatch_chat(VercelAIAdapter, request, agent=agent, store=store)
+
+    with TestClient(Starlette(routes=[Route('/chat', chat, methods=['POST'])])) as client:
+        for turn in range(TURNS):
+            prompt = {'id': f'u{turn}', 'role': 'user', 'parts': [{'type': 'text', 'text': f'ask M{turn}'}]}
+            response = client.post('/chat', json={'trigger': 'submit-message', 'id': 'chat', 'messages': [prompt]})
+            assert response.status_code == 200, response.text
+            chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith('data: {')]
+            assert not [c for c in chunks if c['type'] == 'error'], chunks
+            assert ''.join(c['delta'] for c in chunks if c['type'] == 'text-delta') == f'Answer M{turn}-a done'
+    async with SessionStore(url) as store:
+        archive = await store.history('chat')
+        chain = await store.summaries('chat')
+    assert model.rejected >= TURNS * 4 // LIMIT
+    check_the_archive_and_chain(
+        archive, chain, [f'SUMMARY-{n} of the conversation so far' for n in range(1, len(chain) + 1)]
+    )
+    assert len(chain) == model.rejected
+    check_each_summary_extends_the_last_and_reads_each_message_once(summarizer)

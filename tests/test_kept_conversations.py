@@ -1,5 +1,6 @@
-"""An agent's own summarizer on a conversation a `SessionStore` handed out is refused wherever the load ran: in another
-task (`create_task`, `gather`, a task group) or another thread, and not only in the task that runs the agent.
+"""An agent's own summarizer on a conversation a `SessionStore` handed out compacts through pydantic-ai's compaction
+protocol, wherever the load ran (in another task: `create_task`, `gather`, a task group; or another thread), so the
+save of its run stores the summary as the next link of the conversation's chain, and the next load starts from it.
 
 And only there: a `Session`'s run, which stores what its own summarizer makes, still summarizes after a load of its
 conversation, and an agent's summarizer on a history no SessionStore handed out (built by hand, from pydantic-ai's
@@ -20,7 +21,6 @@ from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import InMemoryConversationStore
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -33,7 +33,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from processors import ContextManagerCapability, Summarization, SummarizationProcessor, summary_text
-from processors.stored_conversations import check_not_kept, keep_conversation, unkept
+from processors.stored_conversations import keep_conversation, kept_by_store, unkept
 from session_store import SessionStore
 from testkit.scripted import RecordingSummarizer
 
@@ -144,29 +144,34 @@ def sent_summaries(requests: list[list[ModelMessage]]) -> list[str]:
 
 @pytest.mark.parametrize('where', LOADS)
 @pytest.mark.parametrize('kind', KINDS)
-async def test_an_agents_own_summarizer_is_refused_wherever_the_load_ran(
+async def test_an_agents_own_summarizer_is_stored_wherever_the_load_ran(
     store_factory: StoreFactory, db_url: str, where: str, kind: str
 ) -> None:
     store = store_factory(processor=summarizing(RecordingSummarizer()))
     archive = await seed(store)
     conversation = await LOADS[where](store, db_url, 'c')
+    before = await store.summaries('c')  # with the one the load may have made
     assert conversation is not None and conversation.messages[-1] == archive[-1]
     assistant, recorder = Assistant(lookups=1), RecordingSummarizer()
     agent = make_agent(assistant, own_summarizer(kind, recorder))
 
-    with pytest.raises(UserError) as refused:
-        await agent.run('T9 look it up', conversation=conversation)
+    result = await agent.run('T9 look it up', conversation=conversation)
+    await store.conversations.save(result)
 
-    error = str(refused.value)
-    assert error.startswith("Conversation 'c' was loaded from a SessionStore, which keeps its window and summaries")
-    assert f'also carries a {kind}' in error and 'store.session(id, processor=...).run(agent, ...)' in error
-    # Refused before any model or summarizer call; the archive is as it was.
-    assert assistant.requests == [] and recorder.inputs == []
-    assert await store.history('c', limit=None) == archive
+    assert result.output == 'answer to T9'
+    assert [c.reason for c in result.compactions] == ['threshold' if kind == 'Summarization' else 'manual']
+    made = 'SUMMARY-1 of the conversation so far'
+    assert recorder.inputs and made in sent_summaries(assistant.requests)
+    # The archive gains the run's messages only; the summary is the chain's next link, and the next load opens on it.
+    assert await store.history('c', limit=None) == [*archive, *result.new_messages()]
+    chain = await store.summaries('c')
+    assert [s.text for s in chain] == [*(s.text for s in before), made]
+    reloaded = await store.conversations.load('c')
+    assert reloaded is not None and sent_summaries([reloaded.messages]) == [made]
 
 
 @pytest.mark.parametrize('kind', KINDS)
-async def test_the_loaded_messages_passed_as_message_history_are_refused_too(
+async def test_the_loaded_messages_passed_as_message_history_compact_through_the_framework_too(
     store_factory: StoreFactory, kind: str
 ) -> None:
     store = store_factory()
@@ -175,13 +180,12 @@ async def test_the_loaded_messages_passed_as_message_history_are_refused_too(
     assert conversation is not None
     assistant, recorder = Assistant(), RecordingSummarizer()
 
-    with pytest.raises(UserError, match=r"^Conversation 'c' was loaded from a SessionStore") as refused:
-        await make_agent(assistant, own_summarizer(kind, recorder)).run(
-            'T9 look it up', message_history=conversation.messages
-        )
+    result = await make_agent(assistant, own_summarizer(kind, recorder)).run(
+        'T9 look it up', message_history=conversation.messages
+    )
 
-    assert f'also carries a {kind}' in str(refused.value)
-    assert assistant.requests == [] and recorder.inputs == []
+    assert len(result.compactions) == 1 and len(recorder.inputs) == 1
+    assert 'SUMMARY-1 of the conversation so far' in sent_summaries(assistant.requests)
 
 
 @pytest.mark.parametrize('where', ['same task', 'child task', 'same task, run under another conversation id'])
@@ -291,11 +295,10 @@ async def test_a_mark_is_on_that_object_only_and_holds_it_no_longer_than_its_use
     message = ModelRequest(parts=[UserPromptPart('T0 hello')])
     keep_conversation('kept', [message])
 
-    with pytest.raises(UserError, match=r"^Conversation 'kept' was loaded from a SessionStore"):
-        check_not_kept('elsewhere', [copy(message), message], 'Summarization')
+    assert kept_by_store('elsewhere', [copy(message), message]) == 'kept'
     with unkept('kept'):
-        check_not_kept('elsewhere', [message], 'Summarization')
-    check_not_kept('elsewhere', [copy(message)], 'Summarization')  # equal, but not the object the store handed out
+        assert kept_by_store('elsewhere', [message]) is None
+    assert kept_by_store('elsewhere', [copy(message)]) is None  # equal, but not the object the store handed out
 
     held = weakref.ref(message)
     del message

@@ -46,9 +46,9 @@ from .._telemetry import span
 from ..errors import SessionConflict, SessionNotFound, StoreUnavailable
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 from .archive import MESSAGE_INSERT, SUMMARY_COLUMNS, SUMMARY_INSERT, message_rows, summary_row
-from .compactions import summaries_in_line
+from .compactions import compaction_text, summaries_in_line
 from .records import Entry, LoadedWindow, RunRecord
-from .tree import Span, segments_of, segments_query, spans_of, tip_entry_id, wholly_on
+from .tree import Span, best_summary, path_spans, segments_of, segments_query, spans_of, tip_entry_id, wholly_on
 from .window_cache import WindowCache
 from .windows import StoredRun, StoredWindow, WindowEngine, WindowProcessor, head_read
 
@@ -253,6 +253,8 @@ class Runs:
         if head.tip != after:
             return None
         assert head.active_segment_pk is not None
+        # A summary among the messages (a compaction's, see `compactions`) extends the chain's newest link.
+        extends = await self._newest_link(head) if any(map(compaction_text, record.messages)) else None
         loaded = LoadedWindow(
             session_pk=head.pk,
             segment_pk=head.active_segment_pk,
@@ -260,7 +262,7 @@ class Runs:
             message_count=head.message_count,
             head_end=head.head_end,
             window_start=head.window_start,
-            summary_pk=None,
+            summary_pk=extends,
             messages=[],
             positions=[],
             tokens=[],
@@ -270,6 +272,14 @@ class Runs:
         bounded = replace(record, head_end=head.head_end, window_start=head.window_start, summaries=())
         # The write checks the revision again: a writer since `head` was read makes it a conflict.
         return await self.store(session_id, loaded, bounded, revision=revision)
+
+    async def _newest_link(self, head: SessionHead) -> int | None:
+        """The primary key of the newest link of the summary chain the session's window builds on, if any."""
+        assert head.active_segment_pk is not None
+        async with self.database.read() as db:
+            spans = await path_spans(db, head.pk, head.active_segment_pk, head.message_count)
+            newest = await best_summary(db, head.pk, spans, ending_by=head.window_start)
+        return None if newest is None else newest.pk
 
     def forget(self, session_ids: Iterable[str]) -> None:
         """Drop what is kept of these sessions (deleted ones: nothing of them stays in memory either)."""
