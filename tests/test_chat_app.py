@@ -138,6 +138,27 @@ async def test_the_app_object_chats_edits_regenerates_and_keeps_users_apart(
     assert old.forked_at is None and not old.active
 
 
+@pytest.mark.slow_on_postgresql
+async def test_a_chat_out_of_reach_is_the_same_404_read_or_written(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bob asking for Alice's chat, or for one nobody has, gets one answer whichever way he asks: the shape
+    pydantic-ai's adapter answers a POST with (Starlette's `{"detail": ...}`), on GET too."""
+    async with in_process(db_url, monkeypatch) as client:
+        first = {'trigger': 'submit-message', 'id': 'c1', 'messages': [prompt('u0', 'turn 0')]}
+        answer((await client.post('/api/chat', json=first, headers=as_user('alice'))).text)
+        bobs = {**first, 'messages': [prompt('b0', 'mine?')]}
+        answers = [
+            await client.post('/api/chat', json=bobs, headers=as_user('bob')),
+            await client.get('/api/chat/c1', headers=as_user('bob')),
+            await client.get('/api/chat/nobodys', headers=as_user('bob')),
+            await client.get('/api/chat/%00', headers=as_user('bob')),  # no id a chat can have
+        ]
+        anonymous = [await client.post('/api/chat', json=first), await client.get('/api/chat/c1')]
+    assert [(a.status_code, a.json()) for a in answers] == [(404, {'detail': 'Conversation not found.'})] * 4
+    assert {a.status_code for a in anonymous} == {401} and all(set(a.json()) == {'detail'} for a in anonymous)
+
+
 # As a program: the file served by uvicorn, over HTTP
 
 

@@ -52,12 +52,16 @@ chat stored first, ends with an `error` chunk, and nothing of it is stored.
   since), and the turn replaced stays stored as a branch. Any other message is a new
   turn.
 - A chat id nobody has starts a chat of this user's. One that another user's chat has
-  is a 404, as on GET.
+  is a 404, `{"detail": "Conversation not found."}`, as on GET.
 - Each turn gets pydantic-ai's default usage limits (50 requests) to itself, however
   long the chat.
 
 GET /api/chat/<chat id> answers `{"messages": [<UIMessage>, ...]}`: the chat's messages
 with the ids its prompts were sent with, what `useChat` starts from after a reload.
+
+Every error the app answers itself is JSON in the shape Starlette and pydantic-ai's
+adapter answer theirs: `{"detail": "..."}` (401 without a known token, 404 for a chat
+out of reach).
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
 
 def unauthorized() -> Response:
     return JSONResponse(
-        {'error': 'Send your token as `Authorization: Bearer <token>`.'},
+        {'detail': 'Send your token as `Authorization: Bearer <token>`.'},
         status_code=401,
         headers={'WWW-Authenticate': 'Bearer'},
     )
@@ -168,8 +172,8 @@ async def messages(request: Request) -> Response:
     try:
         history = await chats.store.history(request.path_params['chat_id'], scope=user)
     except (SessionNotFound, ValueError):
-        # nobody's, another user's, or no id a chat can have
-        return JSONResponse({'error': 'No such chat.'}, status_code=404)
+        # nobody's, another user's, or no id a chat can have: the 404 a POST gets
+        return JSONResponse({'detail': 'Conversation not found.'}, status_code=404)
     dumped = VercelAIAdapter.dump_messages(history)
     return JSONResponse(
         {
