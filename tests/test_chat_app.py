@@ -159,6 +159,19 @@ async def test_a_chat_out_of_reach_is_the_same_404_read_or_written(
     assert {a.status_code for a in anonymous} == {401} and all(set(a.json()) == {'detail'} for a in anonymous)
 
 
+async def test_the_app_opens_its_store_at_the_first_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started, the app has not touched its database: uvicorn runs the lifespan before it binds its port, so a port
+    already taken would otherwise fail after the database was made and migrated. The first request opens it."""
+    database = tmp_path / 'chats.db'
+    async with in_process(f'sqlite+aiosqlite:///{database}', monkeypatch) as client:
+        assert not database.exists()
+        unknown = await client.get('/api/chat/c1', headers=as_user('alice'))
+        assert unknown.status_code == 404 and database.exists()
+        first = {'trigger': 'submit-message', 'id': 'c1', 'messages': [prompt('u0', 'turn 0')]}
+        said = answer((await client.post('/api/chat', json=first, headers=as_user('alice'))).text)
+    assert said == f'{ECHO}turn 0'
+
+
 # As a program: the file served by uvicorn, over HTTP
 
 
@@ -184,7 +197,7 @@ def served(db_url: str, folder: Path) -> Iterator[str]:
     base = f'http://127.0.0.1:{port}'
     try:
         deadline = time.monotonic() + 60
-        while True:  # uvicorn listens once the lifespan has opened the store
+        while True:  # uvicorn listens once the lifespan has run; the first request opens the store
             try:
                 assert httpx.get(f'{base}/api/chat/none', timeout=2).status_code == 401
                 break
@@ -201,6 +214,28 @@ def served(db_url: str, folder: Path) -> Iterator[str]:
             process.kill()
             _, errors = process.communicate()
     assert 'Traceback' not in errors, errors
+
+
+@pytest.mark.slow  # uvicorn in a process of its own
+def test_the_app_file_on_a_port_already_taken_fails_before_touching_the_database(tmp_path: Path) -> None:
+    """As docs/chat-app.md runs it, with the store's default URL (`./chats.db`), on a port something else holds
+    (`session-store serve` on 8000, once): uvicorn says the address is in use, and no database was made."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(('SESSION_STORE_', 'CHAT_'))}
+    offline = {name: value for name, value in settings('').items() if name != 'CHAT_DATABASE_URL'}
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = subprocess.run(
+            [sys.executable, '-m', 'uvicorn', 'chat_app:app', '--app-dir', str(EXAMPLE.parent), '--port', port],
+            cwd=tmp_path,
+            env={**environment, **offline},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode != 0 and 'address already in use' in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 TURNS = 60

@@ -7,7 +7,9 @@ reaches only their own chats. Run it with the `web` extra (Starlette and uvicorn
 offline:
 
     CHAT_MODEL=test CHAT_SUMMARIZER=test \
-        CHAT_TOKENS=alice-token=alice,bob-token=bob uvicorn chat_app:app
+        CHAT_TOKENS=alice-token=alice,bob-token=bob uvicorn chat_app:app --port 8001
+
+(Port 8001: `session-store serve` takes uvicorn's default, 8000.)
 
 Settings, read from the environment when the app starts:
 
@@ -62,6 +64,11 @@ with the ids its prompts were sent with, what `useChat` starts from after a relo
 Every error the app answers itself is JSON in the shape Starlette and pydantic-ai's
 adapter answer theirs: `{"detail": "..."}` (401 without a known token, 404 for a chat
 out of reach).
+
+The store opens at the first request, not when the app starts: uvicorn runs the app's
+startup before it binds its port, so a port already taken fails before the database is
+touched. A URL the store can't take fails at start; a database out of reach, at the
+first request (a migration of an empty one happens then too).
 """
 
 from __future__ import annotations
@@ -120,7 +127,11 @@ def tokens(setting: str) -> dict[str, str]:
 
 @asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    """Open the store when the app starts and close it when it stops."""
+    """Make the store when the app starts, and close it when it stops.
+
+    Making it reads no database: the first request opens it (checks the schema, and
+    migrates an empty database), once uvicorn listens.
+    """
     summarizer = SummarizationProcessor(
         # a cheap model is enough
         os.environ.get('CHAT_SUMMARIZER', 'openai:gpt-4.1-mini'),
@@ -129,15 +140,16 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
         keep=('messages', 12),  # down to the 12 newest
     )
     url = os.environ.get('CHAT_DATABASE_URL', 'sqlite+aiosqlite:///chats.db')
-    async with SessionStore(url, processor=summarizer) as store:
-        # a wrong URL fails now, not at the first chat (an empty database is migrated)
-        await store.ready()
+    store = SessionStore(url, processor=summarizer)
+    try:
         agent = Agent(
             resolve_model(os.environ.get('CHAT_MODEL', 'openai:gpt-4.1')),
             instructions=INSTRUCTIONS,
         )
         app.state.chats = Chats(store, agent, tokens(os.environ.get('CHAT_TOKENS', '')))
         yield
+    finally:
+        await store.close()
 
 
 def unauthorized() -> Response:
