@@ -21,7 +21,7 @@ from .limit_warner import LimitWarnerProcessor
 from .sliding_window import SlidingWindowProcessor
 from .stored_conversations import kept_by_store
 from .summarization import SummarizationProcessor
-from .summary import compaction_result
+from .summary import compaction_result, split_added_request
 
 __all__ = (
     'SUMMARIZATION_HANDLER',
@@ -82,15 +82,13 @@ class Summarization(SummarizationProcessor, _WindowsRequests):
         """One more summary of `request.messages`, its focus put first; `None` (no compaction) when the summarizer
         failed or nothing is left to evict, so nothing but a summary is ever kept as one."""
         usage_before = replace(self.usage)
+        history, added = split_added_request(request.messages)
         result = await self.process(
-            request.messages,
-            request.focus,
-            force=True,
-            context_window=request.conversation_request.model.context_window,
+            history, request.focus, force=True, context_window=request.conversation_request.model.context_window
         )
         if not result.summarized:
             return None
-        return compaction_result(result.messages, SUMMARIZATION_HANDLER, usage_before, self.usage)
+        return compaction_result([*result.messages, *added], SUMMARIZATION_HANDLER, usage_before, self.usage)
 
 
 @dataclass

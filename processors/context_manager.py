@@ -27,7 +27,7 @@ from ._truncation import ToolOutputLimit
 from .specs import ContextSize
 from .stored_conversations import kept_by_store
 from .summarization import DEFAULT_SUMMARY_PROMPT, FailureCallback, SummarizationProcessor, SummaryCallback
-from .summary import compaction_result, find_summary, summary_text
+from .summary import compaction_result, find_summary, split_added_request, summary_text
 from .tokens import TokenCounter, count_tokens_approximately
 
 __all__ = ('CONTEXT_MANAGER_HANDLER', 'CONTEXT_MANAGER_ID', 'DEFAULT_MAX_TOKENS', 'ContextManagerCapability')
@@ -250,10 +250,11 @@ class ContextManagerCapability(AbstractCapability[Any]):
         every callback called; `None` (no compaction) when the summarizer failed or nothing is left to evict."""
         compressions, usage_before = self.compression_count, replace(self.processor.usage)
         budget = self._budget(request.conversation_request.model)
-        window = await self._compress(request.messages, request.focus, force=True, budget=budget)
+        history, added = split_added_request(request.messages)
+        window = await self._compress(history, request.focus, force=True, budget=budget)
         if self.compression_count == compressions:
             return None
-        return compaction_result(window, CONTEXT_MANAGER_HANDLER, usage_before, self.processor.usage)
+        return compaction_result([*window, *added], CONTEXT_MANAGER_HANDLER, usage_before, self.processor.usage)
 
     def _budget(self, model: Model | None) -> int:
         if model is not None and model.context_window:

@@ -16,7 +16,15 @@ from pydantic_ai.capabilities import CompactionResult
 from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.usage import RequestUsage, RunUsage
 
-__all__ = ('SummarizationFailure', 'Summary', 'compaction_result', 'find_summary', 'summary_request', 'summary_text')
+__all__ = (
+    'SummarizationFailure',
+    'Summary',
+    'compaction_result',
+    'find_summary',
+    'split_added_request',
+    'summary_request',
+    'summary_text',
+)
 
 SUMMARY_MARK = 'session_store_summary'
 """The `CompactionPart.metadata` key marking summaries this package wrote."""
@@ -50,6 +58,16 @@ def summary_text(message: ModelMessage) -> str | None:
     """The summary text `message` carries, if it is a summary request."""
     part = _summary_part(message)
     return None if part is None else part.content
+
+
+def split_added_request(messages: list[ModelMessage]) -> tuple[list[ModelMessage], list[ModelMessage]]:
+    """`messages` as the history a compaction summarizes and keeps from, and the request pydantic-ai added after it
+    to compact with (`Agent.compact_history()`'s, holding at most the system prompt), if it ends with one: a
+    compaction keeps what its `keep` says of the conversation itself, not of that request."""
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelRequest) and all(isinstance(part, SystemPromptPart) for part in last.parts):
+        return messages[:-1], [last]
+    return messages, []
 
 
 def compaction_result(

@@ -12,6 +12,7 @@ from typing import Any
 
 import pydantic
 from pydantic_ai import Agent
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability, WrapperCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.result import StreamedRunResult
@@ -294,7 +295,9 @@ class Session:
             extra['toolsets'] = [*kwargs.get('toolsets', ()), recall]
         return {**kwargs, **extra}
 
-    async def compact(self, focus: str | None = None) -> StoredSummary | None:
+    async def compact(
+        self, focus: str | None = None, *, agent: AbstractAgent[Any, Any] | None = None
+    ) -> StoredSummary | None:
         """Summarize the session now, whatever its triggers say: the next link of its summary chain.
 
         The summary extends the stored one with the messages the cut newly evicts (a pair-safe cut that
@@ -302,22 +305,32 @@ class Session:
         past what it covers, under the same revision rules as a run. `None` when there is nothing to
         compact yet (a history shorter than what `keep` keeps).
 
-        With a `ContextManagerCapability` as the processor, this is its `compact(messages, focus)`: its
-        callbacks are called and its `compression_count` counts it.
+        With `agent`, this is pydantic-ai's idle compaction, `agent.compact_history()`, run on the session's
+        window: the agent's own compaction handler makes the summary (a provider's `NativeCompaction`, its
+        `Summarization`, another library's), else the session's processor does, and either way it is stored as
+        the chain's next link. Without, with a `ContextManagerCapability` as the processor, this is its
+        `compact(messages, focus)`: its callbacks are called and its `compression_count` counts it.
 
         Raises:
-            ValueError: The session's processor is a sliding window, which makes no summaries.
+            ValueError: Without `agent`, the session's processor is a sliding window, which makes no summaries.
             SummarizerFailed: The summarizer failed; nothing was stored, and the window is as it was.
             SessionConflict: Another writer changed the session meanwhile (`wait=True` queues instead).
         """
-        if isinstance(self.processor, SlidingWindowProcessor):
+        if agent is None and isinstance(self.processor, SlidingWindowProcessor):
             raise ValueError(
                 f'Session {self.session_id!r} compresses with a {type(self.processor).__name__}, which makes no '
-                'summaries; open it with a SummarizationProcessor or a ContextManagerCapability to compact it.'
+                'summaries; open it with a SummarizationProcessor or a ContextManagerCapability to compact it, or '
+                'pass an agent whose capabilities compact (session.compact(agent=agent)).'
             )
         async with self._hold():
             run = await self._start()
-            if isinstance(run.capability, ContextManagerCapability):
+            if agent is not None:
+                with unkept(self.session_id):
+                    compacted = await agent.compact_history(
+                        run.loaded.messages, focus=focus, conversation_id=self.session_id, capabilities=[run.capability]
+                    )
+                await run.take(compacted.compactions)
+            elif isinstance(run.capability, ContextManagerCapability):
                 await run.capability.compact(run.loaded.messages, focus)
             else:
                 assert isinstance(run.capability, SummarizationProcessor)

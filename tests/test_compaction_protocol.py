@@ -297,3 +297,31 @@ async def test_an_overflow_through_dispatch_chat_is_stored(new_database: NewData
     )
     assert len(chain) == model.rejected
     check_each_summary_extends_the_last_and_reads_each_message_once(summarizer)
+
+
+@pytest.mark.parametrize('handler', ['ours', 'foreign'])
+async def test_idle_compaction_of_a_stored_session_is_the_next_link(new_database: NewDatabase, handler: str) -> None:
+    """`agent.compact_history()` on a stored conversation, as a chat app does while the user is idle, through the
+    session that stores it: the agent's handler, or the session's processor where the agent has none."""
+    summarizer, foreign = RecordingSummarizer(), ForeignSummarizer()
+    agent = overflowing_agent(Overflowing(), [foreign] if handler == 'foreign' else [])
+    processor = SummarizationProcessor(**summarizer_settings(summarizer))
+    async with SessionStore(new_database(), processor=processor) as store:
+        session = await store.session('idle')
+        for turn in range(3):
+            await session.run(agent, f'ask M{turn}')
+        made = await session.compact('ORD-1042', agent=agent)
+        chain = await store.summaries('idle')
+        window = await store.window('idle')
+        archive = await store.history('idle')
+        result = await session.run(agent, 'ask M3')
+    text = 'SUMMARY-1 of the conversation so far' if handler == 'ours' else 'FOREIGN-1'
+    assert made is not None and made.text == text and [s.text for s in chain] == [text]
+    if handler == 'ours':
+        assert 'ORD-1042' in summarizer.inputs[-1]
+    assert chain[0].covers_from == 0 and window.positions[0] == chain[0].covers_to > 0
+    assert [p.content for p in window.messages[0].parts if isinstance(p, CompactionPart)] == [text]
+    if handler == 'ours':  # `keep` counts the conversation's messages, not the request the idle run adds
+        assert window.positions == [8, 9, 10, 11]
+    assert len(archive) == 12 and not any(isinstance(p, CompactionPart) for m in archive for p in m.parts)
+    assert result.output == 'Answer M3-a done'

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic_ai import AgentRunResult
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import CompactionRecord, ModelMessage, ModelRequest
 from pydantic_ai.usage import RunUsage
 
 from processors import (
@@ -118,6 +118,19 @@ class Turn:
         new_messages = all_messages[len(self.loaded.messages) :]
         return await self.store(all_messages, new_messages, result.usage, deferred_tool_requests)
 
+    async def take(self, compactions: Sequence[CompactionRecord]) -> None:
+        """Keep the summaries of `compactions` that another handler made (a run's, or `Agent.compact_history`'s) as
+        the turn's own, to be stored as the next links of the chain: the messages each summarized are its record's,
+        by identity. One the turn's processor reported already is kept once."""
+        reported = {summary.text for summary in self.summaries}
+        for record in compactions:
+            text = record.part.content if record.part.provider_name is None else None
+            if not text or text in reported or record.summarized is None:
+                continue
+            tokens = await count_tokens(self.engine.token_counter, [ModelRequest(parts=[record.part])])
+            # A record says nothing of what its handler spent: the run's usage counts it.
+            self.summaries.append(Summary(text, None, tuple(record.summarized), tokens, record.model_name, RunUsage()))
+
     async def store(
         self,
         all_messages: Sequence[ModelMessage],
@@ -147,15 +160,24 @@ class Turn:
         position = self._position
         head_end, window_start = self.bounds(all_messages)
         index_of = {id(message): index for index, message in enumerate(all_messages)}
-        summaries = []
+        summaries: list[NewSummary] = []
         for summary in self.summaries:
             covered = [position(index_of[id(m)]) for m in summary.covered if id(m) in index_of]
-            if covered:
+            # Past what the window's own summary covers: a handler's account may count the kept head in.
+            start = max([loaded.window_start, *(s.covers_to for s in summaries)])
+            if covered and max(covered) + 1 > start:
                 summaries.append(
                     NewSummary(
-                        min(covered), max(covered) + 1, summary.text, summary.tokens, summary.model_name, summary.usage
+                        max(min(covered), start),
+                        max(covered) + 1,
+                        summary.text,
+                        summary.tokens,
+                        summary.model_name,
+                        summary.usage,
                     )
                 )
+        # The window opens after the newest summary, wherever the processor (or another handler) left it.
+        window_start = max([window_start, *(s.covers_to for s in summaries)])
         # The processor counted every message up to the run's last request; only the rest is counted here.
         counted = self.engine.token_counts(all_messages)[known:]
         counter = self.engine.token_counter
