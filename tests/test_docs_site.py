@@ -1,23 +1,40 @@
 """The documentation site as built (`mkdocs build --strict`, once for the module) and read as HTML: the API
 reference shows each class's constructor and no implementation, the prose links every public name to its entry,
 pages warn in admonitions, every page has the light/dark toggle, and `mkdocs serve` watches the packages the
-reference is made from."""
+reference is made from. Then every page in Chromium at a phone's width and a laptop's: none scrolls sideways, no
+line breaks an identifier mid-word, no copy button covers code, every table fits."""
 
 from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from mkdocs.config import load_config
+from playwright.sync_api import sync_playwright
 
 import processors
 import session_store
 from tests._markdown import DOCS, REPO, docs_pages
-from tests._site import Element, build_site, content, page
+from tests._site import (
+    BROKEN_WORDS,
+    COVERED_CODE,
+    SCROLLING_BLOCKS,
+    SIDEWAYS,
+    WIDE_TABLES,
+    Element,
+    build_site,
+    content,
+    page,
+    served,
+    url_of,
+)
 from tests.test_docs import CODE_COLUMNS
+from tests.test_web_browser import CHROMIUM_FLAGS, chromium
 
 pytestmark = pytest.mark.slow  # one site build, about ten seconds, which the module's tests share
 
@@ -223,3 +240,97 @@ def test_mkdocs_serve_watches_the_packages_the_reference_is_made_from() -> None:
     config = load_config(str(REPO / 'mkdocs.yml'))
     watched = {Path(path).resolve() for path in config.watch}
     assert {(REPO / package).resolve() for package in documented} <= watched
+
+
+# In a browser: every page at a phone's width and a laptop's, in the system's Chromium (tests/test_web_browser.py)
+
+PHONE, LAPTOP = 390, 1280
+"""The widths the site is read at: a phone's (an iPhone's 390 CSS pixels) and a laptop's."""
+
+
+@dataclass(frozen=True)
+class Looked:
+    """What a page shows at one width, as the scripts of tests/_site.py find it."""
+
+    sideways: list[str]
+    broken_words: list[str]
+    covered_code: list[str]
+    wide_tables: list[str]
+    scrolling_commands: list[str]
+
+
+@pytest.fixture(scope='module')
+def look(site: Path) -> Iterator[Callable[[str, int], Looked]]:
+    """Looks at a page (`docs/NAME`) at a width in Chromium, each once for the module."""
+    executable = chromium()
+    seen: dict[tuple[str, int], Looked] = {}
+    with served(site) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        pages = {width: browser.new_page(viewport={'width': width, 'height': 844}) for width in (PHONE, LAPTOP)}
+
+        def looked(name: str, width: int) -> Looked:
+            if (name, width) not in seen:
+                page = pages[width]
+                page.goto(f'{base}/{url_of(name)}')
+                page.wait_for_load_state('load')
+                seen[name, width] = Looked(
+                    sideways=page.evaluate(SIDEWAYS),
+                    broken_words=page.evaluate(BROKEN_WORDS),
+                    covered_code=page.evaluate(COVERED_CODE),
+                    wide_tables=page.evaluate(WIDE_TABLES),
+                    scrolling_commands=page.evaluate(SCROLLING_BLOCKS, 'bash'),
+                )
+            return seen[name, width]
+
+        try:
+            yield looked
+        finally:
+            browser.close()
+
+
+ALL_PAGES = sorted(str(path.relative_to(DOCS)) for path in docs_pages())
+AT_BOTH_WIDTHS = [pytest.param(name, width, id=f'{name}-{width}') for name in ALL_PAGES for width in (PHONE, LAPTOP)]
+
+
+@pytest.mark.parametrize(('name', 'width'), AT_BOTH_WIDTHS)
+def test_no_page_scrolls_sideways(look: Callable[[str, int], Looked], name: str, width: int) -> None:
+    """Nothing of a page lies past the window's edge: a code block or a table too wide scrolls inside itself."""
+    assert look(name, width).sideways == []
+
+
+@pytest.mark.parametrize(('name', 'width'), AT_BOTH_WIDTHS)
+def test_no_line_breaks_an_identifier_mid_word(look: Callable[[str, int], Looked], name: str, width: int) -> None:
+    """An identifier in the prose or a table (`Session.run`, `ConversationConflict`) breaks, if it must, only after
+    its punctuation (`store.` / `session(`), never as `Session.ru` / `n`."""
+    assert look(name, width).broken_words == []
+
+
+@pytest.mark.parametrize(('name', 'width'), AT_BOTH_WIDTHS)
+def test_the_copy_button_covers_no_code(look: Callable[[str, int], Looked], name: str, width: int) -> None:
+    """A block's copy button sits clear of its text: it once hid the set-up command's trailing backslash."""
+    assert look(name, width).covered_code == []
+
+
+@pytest.mark.parametrize(
+    ('name', 'width'),
+    [
+        pytest.param(name, width, id=f'{name}-{width}')
+        for name in ('index.md', 'api/session_store.md', 'api/processors.md')
+        for width in (PHONE, LAPTOP)
+    ],
+)
+def test_the_home_pages_and_the_references_tables_fit_the_page(
+    look: Callable[[str, int], Looked], name: str, width: int
+) -> None:
+    """These read without scrolling a table sideways: the API reference's parameter tables once hid their
+    Description column past a phone's edge (its sections are lists now), and "Which door" is the first table a
+    reader meets. (A wider table elsewhere, a matrix of checks and backends, scrolls inside its own box.)"""
+    assert look(name, width).wide_tables == []
+
+
+@pytest.mark.parametrize('name', ['chat-app.md', 'web.md'])
+def test_the_servers_commands_fit_a_phone(look: Callable[[str, int], Looked], name: str) -> None:
+    """The pages that start a server show its commands whole at a phone's width, as a reader copies them: the chat
+    app's run command once ended past the edge, `uvicorn` out of sight. (A longer block elsewhere scrolls inside
+    itself: the home page's set-up command, the README's as written, scrolls its last few columns into view.)"""
+    assert look(name, PHONE).scrolling_commands == []
