@@ -13,6 +13,7 @@ README's is `docs/session-page.png`) to keep it there.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
 pytestmark = pytest.mark.slow
 
@@ -220,3 +221,59 @@ def test_a_chat_message_streams_into_the_page_and_is_stored(server: str, page: P
     page.reload()
     options = page.locator('#branch-select option').all_inner_texts()
     assert len(options) == 2 and sum('(active)' in option for option in options) == 1
+
+
+PHONE: ViewportSize = {'width': 390, 'height': 844}
+"""A phone's window (an iPhone's 390 CSS pixels)."""
+
+
+def chat(server: str, session_id: str, message_id: str, text: str) -> None:
+    """One chat turn through `POST /api/chat`, as the page sends it; a message id the session holds edits it."""
+    body = {
+        'trigger': 'submit-message',
+        'id': session_id,
+        'messages': [{'id': message_id, 'role': 'user', 'parts': [{'type': 'text', 'text': text}]}],
+    }
+    request = urllib.request.Request(
+        f'{server}/api/chat',
+        data=json.dumps(body).encode(),
+        headers={'Content-Type': 'application/json', 'Origin': server},
+        method='POST',
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert '"type":"data-conversation-saved"' in answer.read().decode().replace(' ', '')
+
+
+def test_the_branch_selector_fits_a_phone(server: str, page: Page) -> None:
+    """At a phone's width the branch selector (whose options quote each branch's first prompt) and its Show button
+    stay inside the session's card: the selector once ran off it, hiding the button, and the page scrolled
+    sideways."""
+    prompt = 'Where is my order ORDER-1042? It was due on Tuesday and the tracking page says it never left.'
+    chat(server, 'phone', 'p1', prompt)
+    chat(server, 'phone', 'p1', f'{prompt} (I checked twice.)')  # an edit: the first path stays a branch
+    page.set_viewport_size(PHONE)
+    page.goto(f'{server}/sessions/phone')
+    card = page.locator('.session-head').bounding_box()
+    assert card is not None
+    for control in (page.locator('#branch-select'), page.get_by_role('button', name='Show')):
+        assert control.is_visible()
+        box = control.bounding_box()
+        assert box is not None
+        assert card['x'] <= box['x'] and box['x'] + box['width'] <= card['x'] + card['width'], (box, card)
+    assert page.evaluate('document.documentElement.scrollWidth') <= PHONE['width']
+    # Still a selector: another branch chosen and shown.
+    page.locator('#branch-select').select_option(index=0)
+    page.get_by_role('button', name='Show').click()
+    page.wait_for_url('**/sessions/phone?branch=*')
+    assert 'not the active path' in page.locator('.session-head .note').inner_text()
+
+
+@pytest.mark.parametrize('path', ['/', '/sessions/demo', '/context/demo', '/search?q=ORDER-1042'])
+def test_no_page_scrolls_sideways_on_a_phone(server: str, page: Page, path: str) -> None:
+    """The sessions' table scrolls inside its own box, the search form and the hits wrap, the header's search box
+    takes a line of its own: the page itself is no wider than the phone."""
+    page.set_viewport_size(PHONE)
+    page.goto(f'{server}{path}')
+    assert page.evaluate('document.documentElement.scrollWidth') <= PHONE['width']
+    search = page.get_by_label('Search messages').bounding_box()
+    assert search is not None and search['width'] >= 200  # a box one can type in, not a sliver beside the links
