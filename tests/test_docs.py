@@ -99,3 +99,23 @@ def test_the_home_page_gives_the_readmes_set_up_command() -> None:
     (home,) = [block for block in markdown_blocks(DOCS / 'index.md') if block.language == 'bash']
     readme = next(block for block in markdown_blocks(README) if block.heading == 'Install')
     assert home.source == readme.source
+
+
+def _section(text: str, heading: str) -> str:
+    """The Markdown under `## heading`, up to the next `## `."""
+    start = text.index(f'\n## {heading}\n')
+    end = text.find('\n## ', start + 1)
+    return text[start : len(text) if end < 0 else end]
+
+
+def test_the_home_page_gives_the_readmes_quick_start() -> None:
+    """The site's first runnable code is on its home page, before "Which door": the README's quick start as written
+    (test_docs_block runs it, with its `#>` line), which "Which door" refers to. The site has no README to point
+    at."""
+    home = (DOCS / 'index.md').read_text()
+    (quick,) = [block for block in markdown_blocks(DOCS / 'index.md') if block.language == 'python']
+    readme = next(block for block in markdown_blocks(README) if block.heading == 'Quick start')
+    assert quick.heading == 'Quick start' and quick.source == readme.source
+    assert home.index('\n## Quick start\n') < home.index('\n## Which door\n')
+    door = _section(home, 'Which door')
+    assert 'README' not in door and '(#quick-start)' in door
