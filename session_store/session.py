@@ -96,7 +96,41 @@ class Session:
         return f'Session({self.session_id!r}, scope={self.scope!r})'
 
     async def run(self, agent: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any) -> AgentRunResult[Any]:
-        """`agent.run(user_prompt, **kwargs)` through this session; takes what `Agent.run` takes but the history."""
+        """`agent.run(user_prompt, **kwargs)` through this session, stored whole or not at all.
+
+        The run starts from the session's stored window (pinned head, latest summary, kept tail), and the session's
+        processor compacts each model request as it is made. When the run ends, its new messages, their token
+        counts and any summary made during it are stored in one transaction, and the window moves on. A run that
+        raises stores nothing: the session is as it was. A summarizer that fails never fails the run: the request
+        falls back to the sliding window, and the failure is logged. Whatever `agent.run` itself raises (a model's
+        error, `UsageLimitExceeded`) comes through as it is, and other failures of the database are `StoreError`s
+        saying what to do (`DatabaseLocked`, `StorageFull`, `ServerRefused`, `KeyUnavailable`).
+
+        Args:
+            agent: The agent to run. A `ContextManagerCapability` it carries must have the id of the session's
+                own (open the session with the manager as its `processor`), whose summaries the session stores.
+            user_prompt: The new prompt, as `Agent.run` takes it. `None` answers the request the session ends
+                with, after a rewind to just before an answer.
+            **kwargs: What else `Agent.run` takes (`deps`, `usage_limits`, `capabilities`, `toolsets`, ...), save
+                `message_history` and `conversation`: the history is the store's.
+
+        Returns:
+            `agent.run`'s result. Its `new_messages()` are what was stored, and its `all_messages()` the window the
+            run started from, then those.
+
+        Raises:
+            SessionConflict: Another writer stored a run on the session after this run read its window (a session
+                opened with `wait=True` first waits, up to its `timeout`, for a run in progress to end). Nothing of
+                this run was stored: run it again.
+            SessionNotFound: The session was deleted since it was opened.
+            StoreUnavailable: The database could not be reached, or the connection was lost during the run. The
+                error says whether anything was stored: nothing (`stored` is False), or, lost as the write
+                committed, not known until the session is next read (`stored` is None).
+            TypeError: `message_history=` or `conversation=` was given.
+            ValueError: The prompt holds text no database can store (a lone surrogate), a prompt was given to a
+                session that ends with a request still to be answered, or the agent carries a
+                `ContextManagerCapability` whose summaries the session could not store.
+        """
         return await self._run(agent, user_prompt, kwargs)
 
     async def regenerate(self, agent: Agent[Any, Any], **kwargs: Any) -> AgentRunResult[Any]:
