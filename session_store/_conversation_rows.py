@@ -3,6 +3,7 @@ values made of their rows (pydantic-ai's `ConversationRecord` and `ConversationE
 
 from __future__ import annotations
 
+from copy import deepcopy
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -25,6 +26,7 @@ __all__ = (
     'DEFERRED',
     'RECORD',
     'RecordRow',
+    'details_of',
     'entries_query',
     'entry_of',
     'record_columns',
@@ -47,6 +49,8 @@ RECORD = textual(
         _sessions.forked_at,
         _sessions.branches,
         _sessions.updated_at,
+        _sessions.title,
+        _sessions.metadata.label('metadata_'),
     )
 )
 """A session's row as a record is made of it: a `SessionHead` (its tip the record's head), the entry just before
@@ -74,6 +78,8 @@ class RecordRow(NamedTuple):
     forked_at: str | None
     branches: list[Any] | None
     updated_at: datetime
+    title: str | None
+    metadata_: dict[str, Any] | str | None
 
 
 _Parent = aliased(MessageRow, name='parent')
@@ -115,6 +121,7 @@ def record_of(
 ) -> ConversationRecord:
     """The record `row` holds; `usage`, when the caller holds the row's usage parsed already."""
     deferred = sealer.open_json(row.session_id, row.pk, 'deferred tool requests', row.deferred_tool_requests)
+    title, metadata = details_of(sealer, row.session_id, row.pk, row.title, row.metadata_)
     return ConversationRecord(
         conversation_id=row.session_id,
         head_id=head_id,
@@ -124,8 +131,22 @@ def record_of(
         forked_from=row.forked_from,
         forked_at=row.forked_at,
         branches=[str(tip) for tip in row.branches or ()],
+        title=title,
+        metadata=metadata,
         revision=row.revision,
         updated_at=utc(row.updated_at),
+    )
+
+
+def details_of(
+    sealer: Sealer, session_id: str, session_pk: int, title: str | None, metadata: Any
+) -> tuple[str | None, dict[str, Any] | None]:
+    """A session row's stored `title` and `metadata` as a conversation's record holds them: opened, the metadata a
+    copy of its own, `None` for the `{}` of a session without any."""
+    opened = sealer.open_json(session_id, session_pk, 'metadata', metadata)
+    return (
+        None if title is None else sealer.open(session_id, session_pk, 'title', title),
+        deepcopy(opened) if opened else None,
     )
 
 

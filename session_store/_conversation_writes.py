@@ -1,27 +1,28 @@
 """The conversation door's writes through the ORM: a new conversation's session row (a fork's history copied into
 it), and a record moved on, onto another path when its entries continue another message than the stored head.
 `SQLConversationStore.write_record` runs them in one write transaction, when a save is not a run appended after
-the stored head (`Runs.append`, the hot path)."""
+the stored head (`Runs.append`, the hot path). And a record's title and metadata replaced (`write_details`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
-from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
+from pydantic_ai.conversation_store import ConversationDetails, ConversationEntry, ConversationRecord
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import now
-from ._conversation_rows import record_columns
+from ._conversation_rows import RECORD, RecordRow, details_of, record_columns
 from ._db.sealing import Sealer, Vault
-from ._history.archive import add_root_segment, copy_path
+from ._history.archive import add_root_segment, check_metadata, copy_path
 from ._history.branches import move_head
 from ._history.tree import entry_at, path_spans
 from .errors import SessionConflict
 from .rows import MessageRow, SessionRow
 
-__all__ = ('RETRY', 'advance', 'create')
+__all__ = ('RETRY', 'advance', 'check_details', 'create', 'write_details')
 
 RETRY = 'Load the conversation again and retry.'
 """The advice of a conflicting save's `SessionConflict`."""
@@ -32,6 +33,8 @@ async def create(
 ) -> tuple[int, int, int]:
     """Insert a new conversation's session row, copying a fork's history; its pk, segment and next position."""
     conversation_id = record.conversation_id
+    details: ConversationDetails = {'title': record.title, 'metadata': record.metadata}
+    check_details(conversation_id, details)
     # The insert comes first so this transaction holds SQLite's write lock from its first
     # statement: a read first would start a snapshot that a concurrent commit makes stale.
     try:
@@ -50,6 +53,9 @@ async def create(
     except IntegrityError:
         raise SessionConflict(conversation_id, 'already exists', advice=RETRY) from None
     assert session_pk is not None
+    if record.title is not None or record.metadata:  # sealed under the session's key, known only now
+        sealed = _sealed_details(sealer.vault(conversation_id, session_pk), details)
+        await db.execute(update(SessionRow).where(SessionRow.pk == session_pk).values(**sealed))
     segment_pk = await add_root_segment(db, session_pk)
     if new_entries or record.head_id is None:
         return session_pk, segment_pk, 0
@@ -138,3 +144,92 @@ async def _locate(
     if found is None:
         raise SessionConflict(conversation_id, f'has no entry {entry_id!r} to continue from', advice=RETRY)
     return found.segment_pk, found.position
+
+
+class _StoredDetails(NamedTuple):
+    """A session row's title and metadata as stored (sealed or not), with its key."""
+
+    pk: int
+    title: str | None
+    metadata_: Any
+
+
+def check_details(
+    conversation_id: str, details: ConversationDetails, expected: ConversationDetails | None = None
+) -> None:
+    """Refuse a title that is not a string, and metadata that is not a dict of JSON values (`None` is none).
+
+    Raises:
+        ValueError: Saying which.
+        NotImplementedError: A key other than `title` and `metadata`, in `details` or `expected`.
+    """
+    unknown = sorted({*details, *(expected or {})} - {'title', 'metadata'})
+    if unknown:
+        raise NotImplementedError(f'SQLConversationStore stores no {", ".join(unknown)} of a conversation.')
+    title = details.get('title')
+    if title is not None and not isinstance(title, str):
+        raise ValueError(f'Conversation {conversation_id!r}: a title is a string or None; got {title!r:.80}.')
+    if details.get('metadata') is not None:
+        check_metadata(details['metadata'])
+
+
+def _sealed_details(vault: Vault, details: ConversationDetails) -> dict[str, Any]:
+    """The session columns `details` writes, sealed under the session's key when the store encrypts (`None`
+    metadata as `{}`, none)."""
+    values: dict[str, Any] = {}
+    if 'title' in details:
+        title = details['title']
+        values['title'] = None if title is None else vault.seal('title', title)
+    if 'metadata' in details:
+        values['metadata_'] = vault.seal_json('metadata', details['metadata'] or {})
+    return values
+
+
+async def write_details(
+    db: AsyncSession,
+    sealer: Sealer,
+    conversation_id: str,
+    details: ConversationDetails,
+    expected_revision: str,
+    expected: ConversationDetails,
+    kept: RecordRow | None,
+) -> RecordRow:
+    """Write a conversation's `details` if it is at `expected_revision` with the `expected` values; the row as
+    stored then.
+
+    The check is the write's own: the `UPDATE` claims the row only at `expected_revision` and with the stored title
+    the expected one was checked against (the stored value itself, sealed or not: `IS NOT DISTINCT FROM`), so a
+    title changed since the check, with the revision left as it was, makes it write nothing. `kept`, the row the
+    door read last, is checked against when it is at `expected_revision` (`update` has just read it), so most
+    updates take that one statement, then a read of the record as stored; else the row is read first (locked, on
+    PostgreSQL, while expected metadata is compared: a JSON column has no equality to claim it by).
+
+    Raises:
+        SessionConflict: It isn't (saved, deleted or updated since it was read); nothing was written.
+    """
+    conflict = SessionConflict(conversation_id, 'was saved, deleted or updated since it was read', advice=RETRY)
+    usable = kept is not None and kept.revision == expected_revision and 'metadata' not in expected
+
+    def matches(stored: _StoredDetails) -> bool:
+        title, metadata = details_of(sealer, conversation_id, stored.pk, stored.title, stored.metadata_)
+        if 'title' in expected and expected['title'] != title:
+            return False
+        return 'metadata' not in expected or (expected['metadata'] or None) == metadata
+
+    stored = _StoredDetails(kept.pk, kept.title, kept.metadata_) if usable and kept is not None else None
+    if stored is None or not matches(stored):
+        read = select(SessionRow.pk, SessionRow.title, SessionRow.metadata_).where(
+            SessionRow.session_id == conversation_id, SessionRow.revision == expected_revision
+        )
+        found = (await db.execute(read.with_for_update() if 'metadata' in expected else read)).first()
+        stored = None if found is None else _StoredDetails(*found)
+        if stored is None or not matches(stored):
+            raise conflict
+    # With nothing to write, the claim alone checks.
+    values = _sealed_details(sealer.vault(conversation_id, stored.pk), details) or {'revision': expected_revision}
+    claim = update(SessionRow).where(SessionRow.pk == stored.pk, SessionRow.revision == expected_revision)
+    if 'title' in expected:
+        claim = claim.where(SessionRow.title.is_not_distinct_from(stored.title))
+    if await db.scalar(claim.values(**values).returning(SessionRow.pk)) is None:
+        raise conflict
+    return RecordRow._make((await db.execute(RECORD, {'session_id': conversation_id})).one())

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord, ConversationStore
+from pydantic_ai.conversation_store import ConversationDetails, ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
@@ -52,7 +52,7 @@ from ._conversation_rows import (
     record_of,
     window_entries,
 )
-from ._conversation_writes import RETRY, advance, create
+from ._conversation_writes import RETRY, advance, check_details, create, write_details
 from ._history.archive import insert_messages, message_rows
 from ._history.branches import before_prompt
 from ._history.compactions import compaction_text
@@ -541,6 +541,34 @@ class SQLConversationStore(ConversationStore):
             await insert_messages(db, message_rows(vault, segment_pk, start, messages, tokens, entry_ids))
 
         await self._database.write(conversation_id, write)
+
+    async def write_details(
+        self,
+        conversation_id: str,
+        details: ConversationDetails,
+        *,
+        expected_revision: str,
+        expected: ConversationDetails | None = None,
+    ) -> ConversationRecord:
+        """Replace the conversation's title or metadata (`update` calls it) if it is at `expected_revision` with the
+        `expected` values, as the write itself checks (`_conversation_writes.write_details`); its revision and
+        `updated_at` stay. The metadata is the session's (`SessionStore.sessions()`, `set_metadata`), `None` as `{}`.
+
+        Raises:
+            SessionConflict: No session with this id has this revision and these values (saved, deleted or updated
+                since it was read); a `ConversationConflict`.
+            ValueError: The title is not a string, or the metadata not a dict of JSON values.
+            NotImplementedError: A key other than `title` and `metadata`.
+        """
+        check_id(conversation_id)
+        check_details(conversation_id, details, expected)
+        sealer, kept = self._database.sealer, self._rows.peek(conversation_id)
+        row = await self._database.write(
+            conversation_id,
+            lambda db: write_details(db, sealer, conversation_id, details, expected_revision, expected or {}, kept),
+        )
+        self._rows.put(conversation_id, row)
+        return record_of(sealer, row, row.tip, self._usage_of(row))
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete the conversation, its messages and its summaries, if its revision is `expected_revision`.

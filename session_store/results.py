@@ -38,6 +38,8 @@ class SessionInfo:
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
     branch_count: int = 1
     """How many branches its tree has (`Session.branches()` lists them); 1 until one is rewound or regenerated."""
+    title: str | None = None
+    """What it is about: its conversation's title, set with `store.conversations.update(id, title=...)`."""
 
 
 class Numbered:

@@ -51,7 +51,10 @@ class SessionRow(Base):
     forked_at: Mapped[str | None] = mapped_column(String(64))
     branches: Mapped[list[Any]] = mapped_column(JSON, default=list)
     metadata_: Mapped[dict[str, Any] | str] = mapped_column('metadata', JSON, default=dict)
-    """The user's own data about the session; in an encrypted store, sealed (a JSON string)."""
+    """The user's own data about the session; in an encrypted store, sealed (a JSON string). A conversation's record
+    holds it as its `metadata` (`None` for `{}`)."""
+    title: Mapped[str | None] = mapped_column(Text)
+    """What the conversation is about (pydantic-ai's `ConversationRecord.title`); in an encrypted store, sealed."""
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime] = mapped_column(index=True)
     lease_owner: Mapped[str | None] = mapped_column(String(64))

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import ConversationConflict, ConversationStore
+from pydantic_ai.conversation_store import ConversationConflict, ConversationRecord, ConversationStore
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -506,3 +507,120 @@ def test_a_record_row_holds_the_record_query_s_columns_a_session_head_first() ->
     together."""
     assert RecordRow._fields == tuple(column.key for column in RECORD.selected_columns)
     assert RecordRow._fields[: len(SessionHead._fields)] == SessionHead._fields
+
+
+# Titles and metadata (`update`, `write_details`)
+
+
+async def test_titles_and_metadata_are_updated_and_kept_across_saves(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    conversations = store.conversations
+    agent = make_agent()
+    await run_turn(conversations, agent, 'c1', 'order 1', scope='team')
+    before = await conversations.read_record('c1')
+    assert before is not None and (before.title, before.metadata) == (None, None)
+
+    updated = await conversations.update('c1', title='Refund for ORD-1042', metadata={'model': 'gpt-5'})
+    assert (updated.title, updated.metadata) == ('Refund for ORD-1042', {'model': 'gpt-5'})
+    # An update keeps the revision and the time of the last save: it never makes a save conflict.
+    assert (updated.revision, updated.updated_at, updated.head_id) == (
+        before.revision,
+        before.updated_at,
+        before.head_id,
+    )
+    # A save of a conversation loaded before the update keeps it, as do a Session's runs.
+    loaded = await conversations.load('c1')
+    assert loaded is not None
+    await conversations.update('c1', title='Refund for ORD-1043')
+    await conversations.save(await agent.run('order 2', conversation=loaded), scope='team')
+    await (await store.session('c1', scope='team')).run(agent, 'order 3')
+    latest = await conversations.read_record('c1')
+    assert latest is not None
+    await conversations.branch('c1', at=4, expected_revision=latest.revision)
+    for record in [await conversations.read_record('c1'), *await conversations.list_conversations(scope='team')]:
+        assert record is not None and (record.title, record.metadata) == ('Refund for ORD-1043', {'model': 'gpt-5'})
+    # The metadata is the session's: what `sessions()` lists and `set_metadata` replaces.
+    [info] = await store.sessions()
+    assert (info.title, info.metadata) == ('Refund for ORD-1043', {'model': 'gpt-5'})
+    await store.set_metadata('c1', {'model': 'claude'})
+    assert (await conversations.update('c1')).metadata == {'model': 'claude'}
+    # Only what is passed changes; None clears (a session with no metadata lists `{}`).
+    cleared = await conversations.update('c1', metadata=None)
+    assert (cleared.title, cleared.metadata) == ('Refund for ORD-1043', None)
+    assert [(i.title, i.metadata) for i in await store.sessions()] == [('Refund for ORD-1043', {})]
+    assert (await conversations.update('c1', title=None)).title is None
+    # Read by a store that never wrote them.
+    await conversations.update('c1', title='Again', metadata={'n': [1, 2]})
+    record = await store_factory().conversations.read_record('c1')
+    assert record is not None and (record.title, record.metadata) == ('Again', {'n': [1, 2]})
+    # A record's metadata is its caller's to change.
+    assert record.metadata is not None
+    record.metadata['n'].append(3)
+    assert (await conversations.update('c1')).metadata == {'n': [1, 2]}
+
+    # Another scope's conversation is not there to update; metadata must be JSON.
+    with pytest.raises(UserError, match='not in the store'):
+        await conversations.update('c1', title='Mine', scope='other')
+    with pytest.raises(ValueError, match='metadata must be a dict'):
+        await conversations.update('c1', metadata={'bad': float('nan')})
+    assert (await conversations.update('c1')).title == 'Again'
+
+
+async def test_a_new_conversation_s_record_stores_its_title_and_metadata(store_factory: StoreFactory) -> None:
+    conversations = store_factory().conversations
+    record = ConversationRecord(conversation_id='made', head_id=None, title='Made', metadata={'by': 'import'})
+    await conversations.write_record(record, expected_revision=None)
+    stored = await conversations.read_record('made')
+    assert stored is not None and (stored.title, stored.metadata) == ('Made', {'by': 'import'})
+    # A record written over a stored one keeps the stored title and metadata (a save never changes them).
+    await conversations.write_record(
+        ConversationRecord(conversation_id='made', head_id=None, title='Other', metadata={}),
+        expected_revision=stored.revision,
+    )
+    again = await conversations.read_record('made')
+    assert again is not None and (again.title, again.metadata) == ('Made', {'by': 'import'})
+
+
+async def test_an_expected_title_is_checked_and_written_in_one_step(store_factory: StoreFactory) -> None:
+    one, two = store_factory(), store_factory()
+    agent = make_agent()
+    await run_turn(one.conversations, agent, 'c1', 'order 1')
+    # An agent titling after the first turn passes expected_title=None: a title set since is never replaced.
+    assert (await one.conversations.update('c1', title='By the agent', expected_title=None)).title == 'By the agent'
+    with pytest.raises(ConversationConflict, match="is titled 'By the agent', not None"):
+        await two.conversations.update('c1', title='Late agent', expected_title=None)
+    assert (await two.conversations.update('c1', title='By the user', expected_title='By the agent')).title == (
+        'By the user'
+    )
+
+    # The check is made by the write itself: a store whose read is stale (the title changed since, the revision
+    # not) writes nothing.
+    stale = await one.conversations.read_record('c1')
+    assert stale is not None and stale.title == 'By the user'
+    await two.conversations.update('c1', title='Renamed')
+    with pytest.raises(ConversationConflict):
+        await one.conversations.write_details(
+            'c1', {'title': 'Lost'}, expected_revision=stale.revision, expected={'title': 'By the user'}
+        )
+    with pytest.raises(ConversationConflict):
+        await one.conversations.write_details(
+            'c1', {'metadata': {'a': 1}}, expected_revision=stale.revision, expected={'metadata': {'b': 2}}
+        )
+    with pytest.raises(ConversationConflict):  # a revision saved over since
+        await one.conversations.write_details('c1', {'title': 'Lost'}, expected_revision='not-the-revision')
+    assert (await one.conversations.update('c1')).title == 'Renamed'
+    written = await one.conversations.write_details(
+        'c1', {'metadata': {'a': 1}}, expected_revision=stale.revision, expected={'title': 'Renamed', 'metadata': None}
+    )
+    assert (written.title, written.metadata) == ('Renamed', {'a': 1})
+
+    # Two agents titling one conversation at once: exactly one title lands.
+    await one.conversations.update('c1', title=None)
+    outcomes = await asyncio.gather(
+        *(s.conversations.update('c1', title=t, expected_title=None) for s, t in ((one, 'A'), (two, 'B'))),
+        return_exceptions=True,
+    )
+    failed = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(failed) == 1 and isinstance(failed[0], ConversationConflict), outcomes
+    landed = next(o for o in outcomes if not isinstance(o, BaseException))
+    assert (await two.conversations.update('c1')).title == landed.title

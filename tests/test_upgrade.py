@@ -292,3 +292,63 @@ async def _check_0004_backfilled(url: str, before: list[tuple[str, str | None]])
         await rotated.rekey()
         assert [(h.position, h.prompt, h.ui_id) for h in await found(rotated, 'sealed', 's1')] == [(4, 'Turn Z1', 's1')]
         await check_chat_found(rotated)
+
+
+# Conversation titles (revision 0006)
+
+
+async def _at_revision_0005_with_metadata(url: str) -> None:
+    """The 0.1 database taken to revision 0005 (what the release before titles left), one session given metadata."""
+    if url.startswith('sqlite'):
+        shutil.copy(FIXTURES / 'release-0.1.db', str(make_url(url).database))
+    else:
+        await transplant_release_0_1(url)
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(lambda sync: command.upgrade(_config(sync), '0005'))
+            await connection.execute(
+                text("UPDATE sessions SET metadata = :m WHERE session_id = 'short'"), {'m': '{"customer": "C-7"}'}
+            )
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same migration
+def test_a_database_at_revision_0005_opens_after_the_upgrade_and_takes_titles(
+    new_database: NewDatabase, tmp_path: Path
+) -> None:
+    url = new_database(empty=True)
+    asyncio.run(_at_revision_0005_with_metadata(url))
+    head = head_revision()
+    fails(cli('sessions', db=url, cwd=tmp_path), f'at schema revision 0005, older than {head}', 'session-store migrate')
+    assert f'from schema revision 0005 to {head}' in ok(cli('migrate', db=url, cwd=tmp_path))
+    asyncio.run(_check_0005_upgraded(url))
+
+
+async def _check_0005_upgraded(url: str) -> None:
+    async with SessionStore(url) as store:
+        infos = {info.session_id: info for info in await store.sessions()}
+        assert sorted(infos) == sorted(EXPECTED)
+        assert {(i.title, str(i.metadata)) for i in infos.values()} == {(None, '{}'), (None, "{'customer': 'C-7'}")}
+        record = await store.conversations.read_record('short')
+        assert record is not None and (record.title, record.metadata) == (None, {'customer': 'C-7'})
+        # Its sessions carry on through both doors, and take a title.
+        titled = await store.conversations.update('short', title='Order M0', expected_title=None)
+        assert (titled.title, titled.metadata) == ('Order M0', {'customer': 'C-7'})
+        agent = scripted_agent(ParallelToolAssistant())
+        await (await store.session('short', scope='user-8')).run(agent, 'Turn S9')
+        assert [(i.title, i.metadata) for i in await store.sessions() if i.session_id == 'short'] == [
+            ('Order M0', {'customer': 'C-7'})
+        ]
+        # The downgrade takes the column and the stamp away again, and the upgrade gives them back.
+        async with store.engine.begin() as connection:
+            await connection.run_sync(lambda sync: command.downgrade(_config(sync), '0005'))
+            tables = await connection.run_sync(lambda sync: sa.inspect(sync).get_table_names())
+            columns = await connection.run_sync(
+                lambda sync: [c['name'] for c in sa.inspect(sync).get_columns('sessions')]
+            )
+            assert 'schema_compatibility' not in tables and 'title' not in columns and 'metadata' in columns
+            await connection.run_sync(lambda sync: command.upgrade(_config(sync), 'head'))
+    async with SessionStore(url) as store:
+        assert (await store.conversations.update('short', title='Again')).metadata == {'customer': 'C-7'}

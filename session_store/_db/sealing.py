@@ -1,7 +1,7 @@
 """`Sealer`: what a store does to the private values it writes and reads, encrypted at rest or not.
 
 With `Encryption` on, every private value is sealed with AES-256-GCM under a key of its own session:
-message payloads, summaries, session metadata and deferred tool requests. Ids, scopes, positions,
+message payloads, summaries, session metadata and titles, and deferred tool requests. Ids, scopes, positions,
 counts, token counts and timestamps stay clear, so the store still finds, orders and windows rows.
 
 - **A key per session**, derived with HKDF-SHA256 from the master key and the session's internal id
@@ -52,7 +52,7 @@ __all__ = ('SEALED', 'Kind', 'Sealer', 'Vault', 'key_id_of')
 SEALED = 'sealed:'
 """How every sealed value begins; a clear payload is a JSON object and begins with `{`."""
 
-Kind = Literal['message', 'summary', 'metadata', 'deferred tool requests']
+Kind = Literal['message', 'summary', 'metadata', 'title', 'deferred tool requests']
 """What a sealed value is, authenticated with it."""
 
 _NONCE = 12

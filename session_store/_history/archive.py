@@ -31,6 +31,7 @@ __all__ = (
     'SUMMARY_COLUMNS',
     'SUMMARY_INSERT',
     'add_root_segment',
+    'check_metadata',
     'copy_path',
     'insert_messages',
     'insert_segment',
@@ -139,8 +140,12 @@ async def open_session(database: Database, session_id: str, scope: str | None) -
         )
 
 
-async def write_metadata(database: Database, session_id: str, scope: str | None, metadata: dict[str, Any]) -> None:
-    """Replace a session's metadata, sealed under its key when the store encrypts."""
+def check_metadata(metadata: object) -> None:
+    """Refuse metadata a session can't hold: anything but a dict of JSON values with string keys.
+
+    Raises:
+        ValueError: Saying what it got.
+    """
     try:
         # allow_nan=False: JSON has no NaN or infinity, and PostgreSQL refuses them where Python would write them.
         valid = isinstance(metadata, dict) and json.loads(json.dumps(metadata, allow_nan=False)) == metadata
@@ -148,6 +153,11 @@ async def write_metadata(database: Database, session_id: str, scope: str | None,
         valid = False
     if not valid:
         raise ValueError(f'metadata must be a dict of JSON values with string keys; got {metadata!r:.80}.')
+
+
+async def write_metadata(database: Database, session_id: str, scope: str | None, metadata: dict[str, Any]) -> None:
+    """Replace a session's metadata, sealed under its key when the store encrypts."""
+    check_metadata(metadata)
 
     async def work(db: AsyncSession) -> None:
         row = await find_session(db, session_id, scope)

@@ -68,6 +68,7 @@ class StoredSession:
     updated_at: datetime
     metadata: dict[str, Any]
     branch_count: int
+    title: str | None
 
     def info(self) -> SessionInfo:
         """As `SessionStore.sessions()` hands it out: the usage a pydantic-ai `RunUsage`."""
@@ -149,6 +150,7 @@ async def session_records(
             updated_at=utc(row.updated_at),
             metadata=sealer.open_json(row.session_id, row.pk, 'metadata', row.metadata_),
             branch_count=branch_count,
+            title=None if row.title is None else sealer.open(row.session_id, row.pk, 'title', row.title),
         )
         for row, _, branch_count in rows
     ]
