@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest
 from pydantic_ai.models.function import FunctionModel
 from sqlalchemy import text
@@ -25,9 +26,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from processors import SummarizationProcessor
-from session_store import SessionExport, SessionStore
+from session_store import SchemaMismatch, SessionExport, SessionStore
 from session_store._codec import dump_message, load_message
-from session_store._db.schema import _config, head_revision
+from session_store._db.schema import _config, head_revision, migrations_dir
 from session_store._db.sealing import Sealer
 from session_store._ui_ids import with_ui_message_id
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
@@ -294,7 +295,7 @@ async def _check_0004_backfilled(url: str, before: list[tuple[str, str | None]])
         await check_chat_found(rotated)
 
 
-# Conversation titles (revision 0006)
+# Conversation titles (revision 0006), and the compatibility stamp
 
 
 async def _at_revision_0005_with_metadata(url: str) -> None:
@@ -352,3 +353,100 @@ async def _check_0005_upgraded(url: str) -> None:
             await connection.run_sync(lambda sync: command.upgrade(_config(sync), 'head'))
     async with SessionStore(url) as store:
         assert (await store.conversations.update('short', title='Again')).metadata == {'customer': 'C-7'}
+
+
+LATER_REVISION = '''"""A later release's additive revision, for the tests: a nullable column{what}."""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = '0007'
+down_revision = '0006'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column('sessions', sa.Column('later_release_column', sa.String(64), nullable=True))
+    {stamp}
+
+
+def downgrade() -> None:
+    op.execute("DELETE FROM schema_compatibility WHERE revision = '0007'")
+    op.drop_column('sessions', 'later_release_column')
+'''
+
+STAMP_0007 = "op.execute(\"INSERT INTO schema_compatibility (revision, compatible_from) VALUES ('0007', '0006')\")"
+"""What an additive revision after 0006 writes: the releases at 0006 on may use a database at it."""
+
+
+def later_scripts(folder: Path, *, stamped: bool) -> Path:
+    """This version's migrations, copied to `folder`, with a later release's revision 0007 after them."""
+    scripts = folder / 'migrations'
+    shutil.copytree(migrations_dir(), scripts, ignore=shutil.ignore_patterns('__pycache__'))
+    what = ', stamped compatible from 0006' if stamped else ', not stamped compatible'
+    source = LATER_REVISION.format(what=what, stamp=STAMP_0007 if stamped else 'pass')
+    (scripts / 'versions' / '0007_later.py').write_text(source)
+    return scripts
+
+
+async def upgrade_with(url: str, scripts: Path) -> None:
+    """Migrate the database at `url` with the alembic scripts in `scripts`, as a later release would."""
+
+    def upgrade(connection: sa.Connection) -> None:
+        config = _config(connection)
+        config.set_main_option('script_location', str(scripts))
+        command.upgrade(config, 'head')
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(upgrade)
+    finally:
+        await engine.dispose()
+
+
+def test_a_later_additive_revision_stamped_compatible_opens_and_works(
+    new_database: NewDatabase, tmp_path: Path
+) -> None:
+    url = new_database()
+    asyncio.run(upgrade_with(url, later_scripts(tmp_path, stamped=True)))
+    asyncio.run(_check_later_revision_works(url))
+    said = ok(cli('migrate', db=url, cwd=tmp_path))
+    assert 'schema revision 0007' in said and 'nothing to do' in said
+    assert 'c1' in ok(cli('sessions', db=url, cwd=tmp_path))
+
+
+async def _check_later_revision_works(url: str) -> None:
+    agent = scripted_agent(ParallelToolAssistant())
+    async with SessionStore(url) as store:
+        async with store.engine.connect() as connection:
+            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0007'
+        session = await store.session('s1', scope='team')
+        await session.run(agent, 'Turn M0')
+        conversation = await store.conversations.load('c1') or Conversation(conversation_id='c1')
+        await store.conversations.save(await agent.run('Turn C0', conversation=conversation))
+        assert (await store.conversations.update('c1', title='Later', expected_title=None)).title == 'Later'
+        loaded = await store.conversations.load('c1')
+        assert loaded is not None and len(loaded.messages) == 4
+        assert [len(await store.history(s)) for s in ('s1', 'c1')] == [4, 4]
+        # Migrating is nothing to do: the database is newer than this version, and safe for it.
+        assert await store.migrate() == '0007'
+        async with store.engine.connect() as connection:
+            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0007'
+            later = await connection.scalar(text('SELECT count(later_release_column) FROM sessions'))
+            assert later == 0, "this version leaves the later release's column as it is"
+
+
+def test_a_later_revision_not_stamped_compatible_is_refused(new_database: NewDatabase, tmp_path: Path) -> None:
+    url = new_database()
+    asyncio.run(upgrade_with(url, later_scripts(tmp_path, stamped=False)))
+
+    async def open_it() -> None:
+        async with SessionStore(url) as store:
+            await store.sessions()
+
+    with pytest.raises(SchemaMismatch, match=r'revision 0007, which this version .* a newer session-store wrote it'):
+        asyncio.run(open_it())
+    fails(cli('sessions', db=url, cwd=tmp_path), '0007', 'a newer session-store wrote it')
+    fails(cli('migrate', db=url, cwd=tmp_path), '0007', 'a newer session-store wrote it')

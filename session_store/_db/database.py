@@ -129,10 +129,10 @@ class Database:
                 path = sqlite_path(self.url)
                 if self.read_only and path is not None and not path.exists():
                     raise StoreError(f'No database file at {path}: a read-only store opens only an existing one.')
-                revision = await self._attempts(
-                    None, lambda: self._run(schema.stamped_revision, transaction=False), writing=writing
+                stamp = await self._attempts(
+                    None, lambda: self._run(schema.read_stamp, transaction=False), writing=writing
                 )
-                if revision != schema.SCHEMA_REVISION:
+                if stamp is None or not stamp.current:
                     await self._parking.release()
                     await self._attempts(
                         None,

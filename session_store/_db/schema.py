@@ -4,7 +4,14 @@ The schema is made only by the alembic migrations, which ship inside this packag
 `session_store.migrations` (in a checkout they live in the top-level `migrations/`, mapped there by
 the packaging) and are found through `importlib.resources`. A new, empty database is migrated on
 first open; one at an older revision is refused with the command that upgrades it; one at a revision
-this version doesn't know (made by a newer session-store) is refused.
+this version doesn't know (made by a newer session-store) is refused, unless the newer release stamped it safe for
+this one to use.
+
+The stamp (migration 0006's `schema_compatibility`): for a revision, `compatible_from`, the oldest revision a release
+may run at and still use a database at it. An additive revision (expand) names an older one, so releases before it
+keep opening the database while a rolling upgrade runs; one that takes away what they need (contract) names itself,
+or writes no row. A release at revision H opens a database at a revision it doesn't know when the stamp of that
+revision names H or a revision before it.
 """
 
 from __future__ import annotations
@@ -14,9 +21,9 @@ from contextlib import ExitStack, asynccontextmanager
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import Connection, String, column, inspect, select, table, text
+from sqlalchemy import Connection, String, bindparam, column, inspect, select, table, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -29,9 +36,23 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-__all__ = ('SCHEMA_REVISION', 'check_schema', 'head_revision', 'migrations_dir', 'stamped_revision', 'upgrade')
+__all__ = (
+    'SCHEMA_REVISION',
+    'Stamp',
+    'check_schema',
+    'head_revision',
+    'is_newer',
+    'migrations_dir',
+    'read_stamp',
+    'upgrade',
+)
 
 _MIGRATIONS_PACKAGE = 'session_store.migrations'
+
+_STAMPS = 'schema_compatibility'
+"""The compatibility stamps' table (migration 0006): a row per revision that stamps one."""
+_stamps = table(_STAMPS, column('revision', String), column('compatible_from', String))
+_COMPATIBLE_FROM = select(_stamps.c.compatible_from).where(_stamps.c.revision == bindparam('revision'))
 
 _files = ExitStack()
 
@@ -71,12 +92,30 @@ def _known_revisions() -> frozenset[str]:
     return frozenset(script.revision for script in _scripts().walk_revisions())
 
 
-def _state(connection: Connection) -> tuple[str | None, bool]:
-    """The database's revision, and whether it has any tables at all."""
+def is_newer(revision: str | None) -> bool:
+    """Whether a database's revision is one this version doesn't know: a newer session-store's."""
+    return revision is not None and revision not in _known_revisions()
+
+
+def _state(connection: Connection) -> tuple[str | None, bool, str | None]:
+    """The database's revision, whether it has any tables at all, and the revision its stamp says releases may run at
+    to use it (`None` when it has no stamp for its revision)."""
     from alembic.runtime.migration import MigrationContext
 
     revision = MigrationContext.configure(connection).get_current_revision()
-    return revision, bool(inspect(connection).get_table_names())
+    tables = inspect(connection).get_table_names()
+    compatible_from = None
+    if revision is not None and _STAMPS in tables:
+        compatible_from = connection.execute(_COMPATIBLE_FROM, {'revision': revision}).scalar()
+    return revision, bool(tables), compatible_from
+
+
+def _usable(revision: str | None, compatible_from: str | None) -> bool:
+    """Whether this version may use a database at `revision` whose stamp says `compatible_from`: its own revision,
+    or a newer one stamped safe for this version's revision or one before it."""
+    if revision == head_revision():
+        return True
+    return is_newer(revision) and compatible_from is not None and compatible_from in _known_revisions()
 
 
 _MIGRATION_LOCK = 7_240_331
@@ -92,6 +131,9 @@ async def upgrade(engine: AsyncEngine) -> None:
 def _upgrade(connection: Connection) -> None:
     from alembic import command
 
+    revision, _, compatible_from = _state(connection)
+    if _usable(revision, compatible_from):
+        return  # at this version's revision, or a newer one stamped safe for it: nothing to do
     command.upgrade(_config(connection), 'head')
 
 
@@ -122,22 +164,47 @@ async def revision(engine: AsyncEngine) -> str | None:
 
 SCHEMA_REVISION = '0006'
 """The head revision of the migrations this version ships (a test holds it to them): an open that finds the
-database at it reads one row, without loading the migration scripts."""
-_VERSION = textual(select(column('version_num', String)).select_from(table('alembic_version')))
-"""The stamp's read, as text (`textual`): every store reads it once, on its first call."""
+database at it, or at a newer one stamped safe for it, reads one row, without loading the migration scripts."""
+_versions = table('alembic_version', column('version_num', String))
+_VERSION = textual(
+    select(
+        _versions.c.version_num,
+        select(_stamps.c.compatible_from)
+        .where(_stamps.c.revision == _versions.c.version_num)
+        .scalar_subquery()
+        .label('compatible_from'),
+    )
+)
+"""The revision and its stamp, in one statement, as text (`textual`): every store reads it once, on its first call."""
 
 
-def stamped_revision(connection: Connection) -> str | None:
-    """The revision alembic stamped the database with; `None` when it has no stamp (or can't be read: the full
-    check in `check_schema` then says why)."""
+class Stamp(NamedTuple):
+    """What a database says of its schema: alembic's revision, and the oldest revision a release may run at to use
+    it (`None` without a stamp for that revision)."""
+
+    revision: str | None
+    compatible_from: str | None
+
+    @property
+    def current(self) -> bool:
+        """Whether this version may use the database as it is, known without loading a migration script: it is at
+        `SCHEMA_REVISION`, or stamped safe for it."""
+        return SCHEMA_REVISION in (self.revision, self.compatible_from)
+
+
+def read_stamp(connection: Connection) -> Stamp | None:
+    """The database's revision with its stamp; `None` when they can't be read (no schema, or one from before
+    stamps: the full check in `check_schema` then says what to do)."""
     try:
-        return connection.execute(_VERSION).scalar()
+        found = connection.execute(_VERSION).first()
     except DBAPIError:
         return None
+    return None if found is None else Stamp(*found)
 
 
 async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = True) -> None:
-    """Migrate an empty database; refuse one at any other revision than ours, saying what to do.
+    """Migrate an empty database; refuse one at any other revision than ours (but a newer one stamped safe for
+    ours), saying what to do.
 
     The revision and the tables are read under the migration lock (with `migrate_empty`, in the transaction that
     migrates): several processes opening one empty database at once find it either empty (the first, which
@@ -146,7 +213,7 @@ async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = T
     """
     if migrate_empty:
         async with _migrating(engine) as connection:
-            revision, has_tables = await connection.run_sync(_state)
+            revision, has_tables, compatible_from = await connection.run_sync(_state)
             if revision is None and not has_tables:
                 await connection.run_sync(_upgrade)
                 return
@@ -154,10 +221,10 @@ async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = T
         # Under the lock too: read without it, the revision and the tables could straddle another process's
         # migration committing (no revision yet, then its tables), and a migrated database be called a foreign one.
         async with _migrating(engine, reading=True) as connection:
-            revision, has_tables = await connection.run_sync(_state)
+            revision, has_tables, compatible_from = await connection.run_sync(_state)
     head = head_revision()
     shown = url.render_as_string(hide_password=True)
-    if revision == head:
+    if _usable(revision, compatible_from):
         return
     if revision is None and not has_tables:
         if in_memory(url):

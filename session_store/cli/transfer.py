@@ -100,6 +100,11 @@ def migrate(settings: Settings) -> None:
     before, after = run(settings, _migrate(settings))
     if before == after:
         out.print(f'{settings.shown_url} is already at schema revision {after}; nothing to do.')
+    elif schema.is_newer(before):  # opened above: a newer release's, stamped safe for this one
+        out.print(
+            f'{settings.shown_url} is at schema revision {before}, which a newer session-store made and marked safe '
+            f'for this version (at {after}) to use; nothing to do.'
+        )
     elif before is None:
         out.print(f'Created the session-store schema (revision {after}) in {settings.shown_url}.')
     else:
