@@ -153,7 +153,7 @@ class Resealed:
     summaries: int
     """Summaries sealed in this pass."""
     sessions: int
-    """Sessions whose metadata or deferred tool requests were sealed in this pass."""
+    """Sessions whose metadata, title or deferred tool requests were sealed in this pass."""
     by_key: dict[str, int]
     """Every stored value the pass read, by the id of the key it is sealed with now."""
     clear: int

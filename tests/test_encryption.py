@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from pydantic_ai import Agent
+from pydantic_ai.conversation_store import ConversationConflict
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -495,3 +496,45 @@ def test_the_web_pages_read_an_encrypted_store_given_its_keys(db_url: str) -> No
         found = client.get('/search?q=zebras+T1&match=words').text
     assert f'record T2 for customer {MARKER}' in page
     assert 'href="/sessions/alice?at=4#m4"' in found
+
+
+async def test_titles_are_sealed_read_back_and_resealed_with_their_keys(
+    db_url: str, store_factory: StoreFactory
+) -> None:
+    store = store_factory(encryption=keys('k1'))
+    await converse(store, 'alice', 1)
+    await store.conversations.update('alice', title=f'Refund for {MARKER}', metadata={'customer': MARKER})
+    assert MARKER.encode() not in await database_text(store, db_url)
+    assert [title[:10] for title in await raw_values(store, 'sessions', 'title')] == ['sealed:k1:']
+    # An expected title is checked against the sealed one, in the write.
+    titled = await store.conversations.update(
+        'alice', title=f'Refunded {MARKER}', expected_title=f'Refund for {MARKER}'
+    )
+    assert titled.title == f'Refunded {MARKER}'
+    with pytest.raises(ConversationConflict, match='is titled'):
+        await store.conversations.update('alice', title='Mine', expected_title=None)
+    # A store without the key says so, never lists the session untitled.
+    with pytest.raises(KeyUnavailable, match="'alice': its"):
+        await store_factory().sessions()
+
+    rotated = store_factory(encryption=keys('k2', 'k1'))
+    done = await rotated.rekey()
+    assert done.sessions == 1 and set(done.by_key) == {'k2'}
+    assert [title[:10] for title in await raw_values(rotated, 'sessions', 'title')] == ['sealed:k2:']
+    only_new = store_factory(encryption=keys('k2'))
+    record = await only_new.conversations.read_record('alice')
+    assert record is not None and (record.title, record.metadata) == (f'Refunded {MARKER}', {'customer': MARKER})
+    assert [info.title for info in await only_new.sessions()] == [f'Refunded {MARKER}']
+
+    # A clear store's titles are sealed by encrypt().
+    clear = store_factory()
+    await converse(clear, 'bob', 1)
+    await clear.conversations.update('bob', title='Zebra crossing')
+    assert b'Zebra crossing' in await database_text(clear, db_url)
+    await only_new.encrypt()
+    await only_new.vacuum()
+    assert b'Zebra crossing' not in await database_text(only_new, db_url)
+    assert {info.session_id: info.title for info in await only_new.sessions()} == {
+        'alice': f'Refunded {MARKER}',
+        'bob': 'Zebra crossing',
+    }

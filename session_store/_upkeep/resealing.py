@@ -192,17 +192,19 @@ class _SummaryValues:
 
 
 class _SessionValues:
-    """A session's metadata and deferred tool requests: locked with the row, as runs rewrite the latter."""
+    """A session's metadata, title and deferred tool requests: locked with the row, as runs rewrite the last."""
 
     name = 'sessions'
-    _kinds: Sequence[tuple[str, Kind]] = (
-        ('metadata', 'metadata'),
-        ('deferred_tool_requests', 'deferred tool requests'),
+    _kinds: Sequence[tuple[str, Kind, bool]] = (
+        ('metadata', 'metadata', True),
+        ('title', 'title', False),
+        ('deferred_tool_requests', 'deferred tool requests', True),
     )
+    """Each value's column, its kind, and whether it is a JSON column's (sealed as a JSON string) or text."""
 
     def read(self, after: int, limit: int) -> Select[Any]:
         return (
-            select(_sessions.c.pk, _sessions.c.session_id, _sessions.c.metadata, _sessions.c.deferred_tool_requests)
+            select(_sessions.c.pk, _sessions.c.session_id, *(_sessions.c[column] for column, _, _ in self._kinds))
             .where(_sessions.c.pk > after)
             .order_by(_sessions.c.pk)
             .limit(limit)
@@ -216,13 +218,18 @@ class _SessionValues:
             return None
         sealer = batch.sealer
         values: dict[str, Any] = {'b_pk': pk}
-        for (column, kind), value in zip(self._kinds, stored, strict=True):
-            values[column] = sealer.seal_json(pk, kind, sealer.open_json(session_id, pk, kind, value))
+        for (column, kind, is_json), value in zip(self._kinds, stored, strict=True):
+            if is_json:
+                values[column] = sealer.seal_json(pk, kind, sealer.open_json(session_id, pk, kind, value))
+            else:
+                values[column] = (
+                    None if value is None else sealer.seal(pk, kind, sealer.open(session_id, pk, kind, value))
+                )
         return values
 
     def write(self) -> Any:
         return (
             _sessions.update()
             .where(_sessions.c.pk == bindparam('b_pk'))
-            .values(metadata=bindparam('metadata'), deferred_tool_requests=bindparam('deferred_tool_requests'))
+            .values({column: bindparam(column) for column, _, _ in self._kinds})
         )
