@@ -3,7 +3,8 @@
 The file format is JSON Lines, one record a line, so a large session streams and a person can read it:
 
     {"kind": "session", "format": "session-store/3", "session_id": ..., "segment_count": G, "message_count": N,
-     "summary_count": S, "active_segment": 0, "head_end": 0, "window_start": 32, "branches": [[1, 43]], ...}
+     "summary_count": S, "active_segment": 0, "head_end": 0, "window_start": 32, "branches": [[1, 43]],
+     "title": "Refund for ORD-1042", ...}
     {"kind": "segment", "segment": 0, "parent": null, "starts_at": 0, "head_end": null, "window_start": null}
     {"kind": "message", "segment": 0, "position": 0, "tokens": 12, "stored_at": "...", "message": {...}}
     ...                                        each segment's record, then its own messages; N messages in all
@@ -25,7 +26,9 @@ from (a fork copies its messages), so it travels as it is, like `forked_from`.
 
 Files of format `session-store/2` (one path, counted, with a closing line) and `session-store/1` (written
 by session-store 0.1, without counts or closing line) are still read, as one-segment trees; format 1 gets
-the consistency checks only.
+the consistency checks only. Fields added to a header since, as its `deferred_tool_requests` and `title`, are read
+when present and default when not (a file written before them had none), so the format stays
+`session-store/3`: an older version reading a newer file ignores them (one before titles has nowhere to keep one).
 """
 
 from __future__ import annotations
@@ -129,6 +132,8 @@ class SessionExport:
     """pydantic-ai's `ConversationRecord.forked_at`: the entry of `forked_from` where it was forked."""
     deferred_tool_requests: dict[str, Any] | None = None
     """The tool calls the session's last run left waiting for approval or results (pydantic-ai's JSON)."""
+    title: str | None = None
+    """pydantic-ai's `ConversationRecord.title`: what the conversation is about, if it was given one."""
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -195,6 +200,7 @@ class SessionExport:
             'forked_from': self.forked_from,
             'forked_at': self.forked_at,
             'deferred_tool_requests': self.deferred_tool_requests,
+            'title': self.title,
         }
         yield emit(json.dumps(header, ensure_ascii=False))
         for key, segment in enumerate(self.segments):
@@ -440,6 +446,8 @@ class _Reader:
             'window_start': int(record.get('window_start', 0)),
             'usage': load_usage(record.get('usage')),
             'metadata': dict(record.get('metadata') or {}),
+            # Files written before titles travelled have none: the session was untitled, or its title stays behind.
+            'title': _optional_str(record.get('title')),
         }
         if format_ == FORMAT:
             self.fields |= {
@@ -503,3 +511,9 @@ def _listing(counts: Mapping[str, object]) -> str:
 
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _optional_str(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f'expected a string or null, got {value!r:.40}')
+    return value

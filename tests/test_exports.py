@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -291,6 +292,36 @@ async def test_a_format_2_file_imports_and_resumes_from_its_summary(store_factor
         assert not summarized_markers(summarizer.inputs)[0] & set(MARKER.findall(str(document.messages[:16])))
         again = await store.export('format-2')
     assert again.segments[0].messages[:24] == document.messages and len(again.summaries) == 3
+
+
+async def test_a_title_travels_with_its_session_and_a_file_without_one_imports_untitled(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    await (await store.session('t1', scope='team')).run(scripted_agent(ParallelToolAssistant()), 'Turn M0')
+    await store.conversations.update('t1', title='Refund for ORD-1042', metadata={'customer': 'C-7'})
+    document = await store.export('t1')
+    assert (document.title, document.metadata) == ('Refund for ORD-1042', {'customer': 'C-7'})
+    lines = list(document.to_json_lines())
+    assert json.loads(lines[0])['title'] == 'Refund for ORD-1042'
+    assert SessionExport.from_json_lines(lines) == document
+    await store.import_(document, session_id='t2')
+    record = await store.conversations.read_record('t2')
+    assert record is not None and (record.title, record.metadata) == ('Refund for ORD-1042', {'customer': 'C-7'})
+
+    # A file of the same format written before titles travelled, its header without one, imports untitled.
+    header = {key: value for key, value in json.loads(lines[0]).items() if key != 'title'}
+    older = [json.dumps(header, ensure_ascii=False), *lines[1:-1]]
+    digest = hashlib.sha256(''.join(f'{line}\n' for line in older).encode()).hexdigest()
+    closing = json.dumps({**json.loads(lines[-1]), 'sha256': digest})
+    untitled = SessionExport.from_json_lines([*older, closing])
+    assert (untitled.title, untitled.metadata) == (None, {'customer': 'C-7'})
+    await store.import_(untitled, session_id='t3')
+    assert [(i.session_id, i.title) for i in await store.sessions() if i.session_id != 't1'] == [
+        ('t3', None),
+        ('t2', 'Refund for ORD-1042'),
+    ]
+    assert SessionExport.from_json_lines(FORMAT_2.read_text().splitlines()).title is None
 
 
 def test_a_file_cut_at_any_line_boundary_is_refused(exported: SessionExport, tree: SessionExport) -> None:

@@ -95,6 +95,7 @@ async def read_export(database: Database, session_id: str, scope: str | None) ->
         forked_from=row.forked_from,
         forked_at=row.forked_at,
         deferred_tool_requests=vault.open_json('deferred tool requests', row.deferred_tool_requests),
+        title=None if row.title is None else vault.open('title', row.title),
     )
 
 
@@ -136,6 +137,7 @@ async def write_import(database: Database, document: SessionExport, session_id: 
         vault = database.sealer.vault(session_id, row.pk)
         row.metadata_ = vault.seal_json('metadata', document.metadata)
         row.deferred_tool_requests = vault.seal_json('deferred tool requests', document.deferred_tool_requests)
+        row.title = None if document.title is None else vault.seal('title', document.title)
         segment_pks: list[int] = []
         for key, segment in enumerate(document.segments):
             parent_pk = None if segment.parent is None else segment_pks[segment.parent]
