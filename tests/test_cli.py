@@ -31,6 +31,7 @@ from session_store import SessionStore, SessionWindow, StoredSummary
 from session_store._db.schema import head_revision, migrations_dir
 from session_store.cli import main
 from session_store.cli._app import COMMANDS
+from testkit.scripted import ParallelToolAssistant, scripted_agent
 from testkit.templates import NewDatabase
 from tests._demo import twelve_demo_turns, twenty_four_demo_turns
 
@@ -193,6 +194,29 @@ def test_the_demo_suggests_commands_without_the_databases_password(db_url: str, 
     report = ok(cli('demo', '--turns', '4', db=db_url, cwd=tmp_path))
     assert 'session-store history demo --limit 20 ' in report and '--db' not in report
     assert 'set $SESSION_STORE_URL' in report and str(password) not in report
+
+
+async def _titled_and_plain(url: str) -> None:
+    async with SessionStore(url) as store:
+        agent = scripted_agent(ParallelToolAssistant())
+        for session_id in ('titled', 'plain'):  # the plain one updated last
+            await (await store.session(session_id, scope='team')).run(agent, 'Turn M0')
+        await store.conversations.update('titled', title='Refund for ORD-1042')
+
+
+def test_sessions_shows_the_titles_of_the_titled(db_url: str, tmp_path: Path) -> None:
+    untitled = ok(cli('sessions', db=db_url, cwd=tmp_path))
+    asyncio.run(_titled_and_plain(db_url))
+    assert 'No sessions' in untitled
+    lines = ok(cli('sessions', db=db_url, cwd=tmp_path)).splitlines()
+    header = next(line for line in lines if 'session' in line and 'scope' in line)
+    assert [name.strip() for name in header.split('┃')[1:4]] == ['session', 'title', 'scope']
+    titled, plain = (next(line for line in lines if f'{name} ' in line) for name in ('titled', 'plain'))
+    assert 'Refund for' in titled and 'Refund' not in plain  # folded, in a narrow terminal
+    listed = sessions_json(cli('sessions', '--json', db=db_url, cwd=tmp_path))
+    assert {name: info['title'] for name, info in listed.items()} == {'titled': 'Refund for ORD-1042', 'plain': None}
+    # A listing with no titled session has no title column (the plain session, updated last).
+    assert ' title ' not in ok(cli('sessions', '--limit', '1', db=db_url, cwd=tmp_path))
 
 
 @pytest.mark.slow_on_postgresql

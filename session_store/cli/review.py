@@ -41,6 +41,8 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
     Most recently updated first; --scope keeps only those saved under one scope. Both counts are of
     each session's active path (what `history`, `summaries` and `context` read), not of its other
     branches. Tokens in/out are what the model providers reported (billed) for the session's runs.
+    A title column shows when a listed session has a title (given through pydantic-ai's
+    `ConversationStore.update`); --json gives each one's, or null.
     """
     records = run(settings, review(settings, lambda database: session_records(database, scope=scope, limit=limit)))
     if as_json:
@@ -51,7 +53,9 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
         out.print(f'No sessions{under} in {settings.shown_url}.')
         return
     table = Table(title=f'Sessions in {settings.shown_url}', title_justify='left')
-    for name, justify in [('session', 'left'), ('scope', 'left'), ('messages', 'right'), ('summaries', 'right')]:
+    titled = any(record.title is not None for record in records)  # a title column only where there is one to show
+    columns = [('session', 'left'), *([('title', 'left')] if titled else []), ('scope', 'left')]
+    for name, justify in [*columns, ('messages', 'right'), ('summaries', 'right')]:
         table.add_column(name, justify=justify, overflow='fold')  # type: ignore[arg-type]
     table.add_column('provider tokens in/out', justify='right')
     table.add_column('updated', justify='left')
@@ -60,6 +64,7 @@ def sessions(settings: Settings, scope: str | None, limit: int | None, as_json: 
         tokens = record.usage.get('input_tokens', 0), record.usage.get('output_tokens', 0)
         table.add_row(
             record.session_id,
+            *([record.title or ''] if titled else []),
             record.scope or '',
             f'{record.message_count:,}',
             f'{record.summary_count:,}',
