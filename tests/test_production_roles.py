@@ -9,12 +9,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from alembic import command
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from session_store import Encryption, SchemaMismatch, ServerRefused, SessionStore
+from session_store._db.schema import _config
 from testkit.postgres import drop_database, fresh_database, require_postgres, run_async
 from tests._markdown import DOCS, markdown_blocks
 
@@ -125,3 +128,34 @@ async def test_the_running_role_does_all_a_process_does_with_the_pages_grants_an
         assert (await store.rekey()).messages == 8 + 2  # every branch of s, and the fork's copies
         assert (await store.delete('s')).sessions == ['s']
         assert [info.session_id for info in await store.sessions()] == ['t']
+
+
+async def test_a_running_role_granted_table_by_table_opens_after_the_owner_migrates(
+    roles: tuple[str, str, str],
+) -> None:
+    """A deployment that granted the running role the tables it used one by one, before the schema had stamps and
+    without default privileges: once the owner migrates, the role still opens the store, since whoever may read the
+    schema revision may read the stamps the migration adds."""
+    _, as_migrator, as_runner = roles
+    runner_role = make_url(as_runner).username
+    await _migrate(as_migrator, '0005')
+    await _execute(
+        as_migrator,
+        f'GRANT USAGE ON SCHEMA public TO {runner_role}; GRANT SELECT ON alembic_version TO {runner_role};'
+        f'GRANT SELECT, INSERT, UPDATE, DELETE ON sessions, segments, messages, summaries'
+        f' TO {runner_role}; GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {runner_role};',
+    )
+    await _migrate(as_migrator, 'head')
+    async with SessionStore(as_runner, migrate=False) as store:
+        await (await store.session('s')).run(Agent(FunctionModel(_answering)), 'order 1')
+        assert len(await store.history('s')) == 2
+
+
+async def _migrate(url: str, to: str) -> None:
+    """Take the database at `url` to revision `to`, as the role `url` logs in as."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(lambda sync: command.upgrade(_config(sync), to))
+    finally:
+        await engine.dispose()

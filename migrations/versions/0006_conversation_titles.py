@@ -11,6 +11,9 @@ revision it has (`session_store._db.schema`). This revision says its own release
 after it says so again (`compatible_from` 0006), and one that takes away what older releases need (contract) names
 itself, or stamps nothing: a revision with no row is refused by every older release, as before stamps.
 
+Every role that may read the schema revision (`alembic_version`) may read the stamps: a running role granted the
+tables it uses one by one, without default privileges, would otherwise be refused at its next start.
+
 The downgrade drops both.
 
 Revision ID: 0006
@@ -38,6 +41,23 @@ def upgrade() -> None:
         sa.Column('compatible_from', sa.String(32), nullable=False),
     )
     op.bulk_insert(stamps, [{'revision': revision, 'compatible_from': revision}])
+    if op.get_bind().dialect.name == 'postgresql':
+        op.execute(_READ_AS_THE_REVISION)
+
+
+_READ_AS_THE_REVISION = f"""
+DO $$
+DECLARE reader record;
+BEGIN
+    FOR reader IN
+        SELECT DISTINCT grantee FROM information_schema.role_table_grants
+        WHERE table_schema = current_schema() AND table_name = 'alembic_version' AND privilege_type = 'SELECT'
+            AND grantee <> current_user
+    LOOP
+        EXECUTE format('GRANT SELECT ON {_STAMPS} TO %I', reader.grantee);
+    END LOOP;
+END $$
+"""
 
 
 def downgrade() -> None:
