@@ -446,7 +446,16 @@ def test_a_later_revision_not_stamped_compatible_is_refused(new_database: NewDat
         async with SessionStore(url) as store:
             await store.sessions()
 
-    with pytest.raises(SchemaMismatch, match=r'revision 0007, which this version .* a newer session-store wrote it'):
-        asyncio.run(open_it())
+    async def migrate_it() -> None:
+        store = SessionStore(url)  # not entered: entering checks the schema, which migrating must not need
+        try:
+            await store.migrate()
+        finally:
+            await store.close()
+
+    # Opening it and migrating it (from Python too, not only `session-store migrate`) refuse it in the same words.
+    for attempt in (open_it, migrate_it):
+        with pytest.raises(SchemaMismatch, match=r'revision 0007, which this version .* a newer session-store wrote'):
+            asyncio.run(attempt())
     fails(cli('sessions', db=url, cwd=tmp_path), '0007', 'a newer session-store wrote it')
     fails(cli('migrate', db=url, cwd=tmp_path), '0007', 'a newer session-store wrote it')

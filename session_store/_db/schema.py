@@ -123,7 +123,12 @@ _MIGRATION_LOCK = 7_240_331
 
 
 async def upgrade(engine: AsyncEngine) -> None:
-    """Bring the schema to `head_revision()`, safely when several processes try at once (see `_migrating`)."""
+    """Bring the schema to `head_revision()`, safely when several processes try at once (see `_migrating`).
+
+    Raises:
+        SchemaMismatch: A newer session-store migrated the database past what this one knows, and said nothing
+            of this one being able to use it.
+    """
     async with _migrating(engine) as connection:
         await connection.run_sync(_upgrade)
 
@@ -134,7 +139,18 @@ def _upgrade(connection: Connection) -> None:
     revision, _, compatible_from = _state(connection)
     if _usable(revision, compatible_from):
         return  # at this version's revision, or a newer one stamped safe for it: nothing to do
+    if revision is not None and revision not in _known_revisions():
+        raise _newer(connection.engine.url, revision)
     command.upgrade(_config(connection), 'head')
+
+
+def _newer(url: URL, revision: str) -> SchemaMismatch:
+    """The refusal of a database at `revision`, which a newer session-store wrote."""
+    shown = url.render_as_string(hide_password=True)
+    return SchemaMismatch(
+        f'The database at {shown} is at schema revision {revision}, which this version of session-store does not '
+        f'know (it expects {head_revision()}): a newer session-store wrote it. Upgrade session-store to open it.'
+    )
 
 
 @asynccontextmanager
@@ -246,7 +262,4 @@ async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = T
             f'The database at {shown} is at schema revision {revision}, older than {head}. Upgrade it with '
             f'`await store.migrate()` or `session-store migrate --db {shown}`, then open it again.'
         )
-    raise SchemaMismatch(
-        f'The database at {shown} is at schema revision {revision}, which this version of session-store does not '
-        f'know (it expects {head}): a newer session-store wrote it. Upgrade session-store to open it.'
-    )
+    raise _newer(url, revision)

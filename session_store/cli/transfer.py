@@ -112,19 +112,11 @@ def migrate(settings: Settings) -> None:
 
 
 async def _migrate(settings: Settings) -> tuple[str | None, str]:
-    from alembic.util import CommandError  # what `migrate` runs: the store imported it already
-
     store = SessionStore(settings.url)
     try:
         # Not `open_store`: opening checks the schema, and refuses exactly the databases this upgrades.
         with explained(settings, store.url, 'create'):
-            try:
-                before = await store.migrate()
-            except CommandError:
-                # alembic has no script for the database's revision: a newer session-store's, if the check every open
-                # makes finds it so, which then says so in the words every other command uses.
-                await store.ready()
-                raise
+            before = await store.migrate()
     finally:
         await store.close()
     return before, schema.head_revision()
