@@ -104,6 +104,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from testkit.faults import PoolerUnavailable
+
 PEER_DIST = distribution(PEERS[AGENTS_SQLALCHEMY])
 ROUTES = ('direct', 'pgbouncer')
 DEFAULTS = {'processes': 4, 'sessions': 25, 'turns': 6, 'warmup': 1, 'repeats': 2}
@@ -246,7 +248,7 @@ async def run(plan: Plan) -> None:
         try:
             with bouncer_route(server, plan.bouncer_pool) as route:
                 failed += await measure_route(route, plan)
-        except FileNotFoundError as error:
+        except PoolerUnavailable as error:
             print(f'\n=== PgBouncer figures skipped: {error}')
     print(f'\nTotal {time.perf_counter() - started:.0f} s; {load_average("at the end")}')
     if failed:
