@@ -201,13 +201,14 @@ def test_the_json_api_has_the_pages_data(filled: str) -> None:
     assert set(by_id) == {'alpha', 'beta', HOSTILE['session']}
     alpha = by_id['alpha']
     assert set(alpha) == {
-        'session_id', 'scope', 'message_count', 'summary_count', 'branch_count', 'usage', 'created_at', 'updated_at',
-        'metadata',
+        'session_id', 'title', 'scope', 'message_count', 'summary_count', 'branch_count', 'usage', 'created_at',
+        'updated_at', 'metadata',
     }  # fmt: skip
+    assert alpha['title'] is None  # untitled (tests/test_web_titles.py has titled ones)
     assert (alpha['scope'], alpha['message_count'], alpha['branch_count']) == ('user-1', 54, 1)
     assert alpha['summary_count'] >= 2 and alpha['usage']['requests'] > 0
     assert set(session) == {
-        'session_id', 'scope', 'branch', 'message_count', 'offset', 'limit', 'next_offset', 'messages',
+        'session_id', 'title', 'scope', 'branch', 'message_count', 'offset', 'limit', 'next_offset', 'messages',
         'summary_count', 'summaries', 'window', 'branch_count', 'branches',
     }  # fmt: skip
     assert [m['position'] for m in session['messages']] == list(range(40, 50)) and session['next_offset'] == 50

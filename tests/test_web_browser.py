@@ -277,3 +277,45 @@ def test_no_page_scrolls_sideways_on_a_phone(server: str, page: Page, path: str)
     assert page.evaluate('document.documentElement.scrollWidth') <= PHONE['width']
     search = page.get_by_label('Search messages').bounding_box()
     assert search is not None and search['width'] >= 200  # a box one can type in, not a sliver beside the links
+
+
+TITLE = 'Refund for ORDER-1042: the parcel that never left the depot <b>after</b> the storm'
+"""A title as long as people give them, with markup that must show as text."""
+DESKTOP: ViewportSize = {'width': 1280, 'height': 900}
+
+
+def test_rename_a_session_on_a_phone(server: str, page: Page, tmp_path: Path) -> None:
+    """At a phone's width, the session page's rename form renames the session: the page then shows the new title as
+    its heading with the id beside it, and the sessions list shows it; neither page scrolls sideways, at a phone's
+    width or a desktop's (the screenshots, kept in the test's `tmp_path`, are what to look at)."""
+    chat(server, 'to-be-titled', 't1', 'Where is ORDER-1042?')
+    page.set_viewport_size(PHONE)
+    page.goto(f'{server}/sessions/to-be-titled')
+    assert page.locator('h1').inner_text() == 'to-be-titled'
+    page.locator('details.rename > summary').click()
+    page.get_by_label('Title', exact=True).fill(TITLE)
+    page.get_by_role('button', name='Save title').click()
+    page.wait_for_url(f'{server}/sessions/to-be-titled')
+    assert page.locator('h1').inner_text() == TITLE
+    assert page.locator('.session-title .sid').inner_text() == 'to-be-titled'
+    assert page.title() == f'{TITLE} · session-store'
+    assert page.evaluate('document.documentElement.scrollWidth') <= PHONE['width']
+    page.screenshot(path=str(tmp_path / 'titled-390.png'), full_page=True)
+    # The form, opened again, starts from the title shown.
+    page.locator('details.rename > summary').click()
+    assert page.get_by_label('Title', exact=True).input_value() == TITLE
+    page.screenshot(path=str(tmp_path / 'titled-390-rename.png'))
+    page.set_viewport_size(DESKTOP)
+    assert page.evaluate('document.documentElement.scrollWidth') <= DESKTOP['width']
+    page.screenshot(path=str(tmp_path / 'titled-1280.png'))
+    # The sessions list: the title links to the session.
+    page.set_viewport_size(PHONE)
+    page.goto(f'{server}/')
+    link = page.get_by_role('link', name=TITLE, exact=True)
+    assert link.is_visible() and (link.get_attribute('href') or '').endswith('/sessions/to-be-titled')
+    assert page.evaluate('document.documentElement.scrollWidth') <= PHONE['width']
+    page.screenshot(path=str(tmp_path / 'list-390.png'), full_page=True)
+    page.set_viewport_size(DESKTOP)
+    page.screenshot(path=str(tmp_path / 'list-1280.png'))
+    link.click()
+    page.wait_for_url(f'{server}/sessions/to-be-titled')

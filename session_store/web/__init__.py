@@ -6,8 +6,9 @@ ships in the package: no build step, no CDN, it works offline. It needs the `web
 
 Modules: `_app` (the app and its routes), `_queries` (what each page shows, through the store's public
 API, and the entry ids a page's Edit and Regenerate buttons resend), `_present` (messages as page views),
-`_security` (loopback, token, same-origin, headers) and `_chat` (the chat endpoint, `dispatch_chat` with
-pydantic-ai's `VercelAIAdapter` over the store).
+`_security` (loopback, token, same-origin, headers), `_chat` (the chat endpoint, `dispatch_chat` with
+pydantic-ai's `VercelAIAdapter` over the store) and `_titles` (the rename form: what a title may be, and what a
+stale rename is told).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ if _missing:
 from .._offline import resolve_model  # noqa: E402
 from ._app import MESSAGES_PER_PAGE, SESSIONS_PER_PAGE, create_app  # noqa: E402
 from ._security import check_bind, is_loopback  # noqa: E402
+from ._titles import MAX_TITLE  # noqa: E402
 
 __all__ = (
+    'MAX_TITLE',
     'MESSAGES_PER_PAGE',
     'SESSIONS_PER_PAGE',
     'WEB_EXTRA',

@@ -2,7 +2,8 @@
 
 Pages: `/` (sessions), `/sessions/{id}` (a session's conversation), `/context/{id}` (the next request's
 window), `/search?q=` and `/export/{id}` (a download); the same data as JSON under `/api/...`; with a
-chat model, `POST /api/chat`. Ids are percent-encoded in paths, so any session id works, `/` included.
+chat model (the app writes only then), `POST /api/chat` and `POST /rename/{id}` (the session page's rename form).
+Ids are percent-encoded in paths, so any session id works, `/` included.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from urllib.parse import parse_qs, quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic_ai import Agent
+from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -37,8 +40,10 @@ from ._queries import (
     session_page,
     session_scope,
     sessions_page,
+    visible_record,
 )
 from ._security import COOKIE, Guard, cookie_value, safe_next, token_matches
+from ._titles import MAX_TITLE, RenameForm, checked_title, conflict_message
 
 __all__ = ('MESSAGES_PER_PAGE', 'SESSIONS_PER_PAGE', 'create_app')
 
@@ -117,6 +122,7 @@ class _Web:
             chat=self.agent is not None,
             logged_in=self.token is not None,
             query=context.pop('query', ''),
+            max_title=MAX_TITLE,
             **context,
         )
         return HTMLResponse(html, status_code=status)
@@ -145,9 +151,12 @@ class _Web:
         listing = await self._sessions(request)
         return self.page(request, 'sessions.html', listing=listing, asked_scope=request.query_params.get('scope', ''))
 
-    async def session(self, request: Request) -> Response:
+    async def session(self, request: Request, status: int = 200, form: RenameForm | None = None) -> Response:
         shown = await self._session(request)
-        return self.page(request, 'session.html', title=shown.session_id, page=shown)
+        form = form if form is not None else RenameForm.showing(shown.title)
+        return self.page(
+            request, 'session.html', status, title=shown.title or shown.session_id, page=shown, rename=form
+        )
 
     async def context(self, request: Request) -> Response:
         window = await context_page(self.store, request.path_params['session_id'], scope=self.scope)
@@ -166,6 +175,31 @@ class _Web:
         ascii_name = ''.join(c if c.isascii() and (c.isalnum() or c in '-_.') else '_' for c in session_id)[:100]
         disposition = f'attachment; filename="{ascii_name}.jsonl"; filename*=UTF-8\'\'{_sid(session_id)}.jsonl'
         return Response(body, media_type='application/x-ndjson', headers={'content-disposition': disposition})
+
+    # --- writes (only with chat: the app writes nothing else)
+
+    async def rename(self, request: Request) -> Response:
+        """`POST /rename/{id}`, the session page's rename form: `title` (blank removes it) and, if the page showed
+        one, `expected_title`. The store writes it only if the title is still the one the page showed; else the
+        page again (409), with the title it has now and what was typed, to save again."""
+        session_id = request.path_params['session_id']
+        form = parse_qs((await request.body()).decode('utf-8', 'replace'), keep_blank_values=True)
+        typed, expected = form.get('title', [None])[0], form.get('expected_title', [None])[0]
+        record = await visible_record(self.store, session_id, self.scope)
+        if typed is None:
+            return await self.session(request, 400, RenameForm('', expected, 'The rename form sends a title.'))
+        try:
+            title = checked_title(typed)
+        except ValueError as error:
+            return await self.session(request, 400, RenameForm(typed, expected, str(error)))
+        try:
+            await self.store.conversations.update(session_id, title=title, scope=record.scope, expected_title=expected)
+        except ConversationConflict:
+            current = (await visible_record(self.store, session_id, self.scope)).title
+            return await self.session(request, 409, RenameForm(typed, current, conflict_message(expected, current)))
+        except UserError:  # gone since it was read
+            raise SessionNotFound(session_id, self.scope) from None
+        return RedirectResponse(f'{request.scope.get("root_path", "")}/sessions/{_sid(session_id)}', status_code=303)
 
     # --- JSON
 
@@ -256,6 +290,8 @@ class _Web:
 
 _CHAT_NOT_ENABLED = 'chat is not enabled: start with --chat MODEL (create_app(chat_model=...) in code)'
 """Why `POST /api/chat` is 404 on a server started without a chat model, whatever the request's origin."""
+_RENAME_NOT_ENABLED = 'renaming is not enabled: start with --chat MODEL (create_app(chat_model=...) in code)'
+"""Why `POST /rename/{id}` is 404 on a server started without a chat model: it is read-only then."""
 
 
 def create_app(
@@ -277,6 +313,7 @@ def create_app(
             (`Host: 127.0.0.1`, `localhost`, `[::1]`) or to `trusted_hosts`.
         chat_model: Enable chat (`POST /api/chat` and a message box on each session page): a pydantic-ai
             model, a model name (`'test'` is the offline `echo_model`, which quotes the prompt), or an agent to run.
+            It also enables the one other write, renaming a session (the session page's rename form).
         trusted_hosts: More `Host` names to answer without a token, when you serve it behind a proxy.
     """
     if scope is not None:
@@ -317,6 +354,7 @@ def create_app(
     ]
     if web.agent is not None:
         routes.append(Route('/api/chat', web.api_chat, methods=['POST']))
+        routes.append(Route('/rename/{session_id:path}', web.rename, methods=['POST']))
     return Starlette(
         routes=routes,
         middleware=[
@@ -325,7 +363,9 @@ def create_app(
                 token=token,
                 trusted_hosts=trusted_hosts,
                 login_page=web.login_html,
-                not_served={} if web.agent is not None else {'/api/chat': _CHAT_NOT_ENABLED},
+                not_served={}
+                if web.agent is not None
+                else {'/api/chat': _CHAT_NOT_ENABLED, '/rename/': _RENAME_NOT_ENABLED},
             )
         ],
         exception_handlers={

@@ -44,6 +44,7 @@ __all__ = (
     'search_page',
     'session_page',
     'sessions_page',
+    'visible_record',
 )
 
 
@@ -94,6 +95,8 @@ class SessionPage:
     """A page of a session's path, with its summaries, window and branches."""
 
     session_id: str
+    title: str | None
+    """Its conversation's title, if it has one."""
     scope: str | None
     """The session's own scope."""
     message_count: int
@@ -173,6 +176,7 @@ class SessionPage:
     def json(self) -> dict[str, Any]:
         return {
             'session_id': self.session_id,
+            'title': self.title,
             'scope': self.scope,
             'branch': self.branch,
             'message_count': self.message_count,
@@ -249,6 +253,7 @@ class SearchPage:
 def session_json(info: SessionInfo) -> dict[str, Any]:
     return {
         'session_id': info.session_id,
+        'title': info.title,
         'scope': info.scope,
         'message_count': info.message_count,
         'summary_count': info.summary_count,
@@ -461,6 +466,7 @@ async def _session_page(
             return None
     return SessionPage(
         session_id=session_id,
+        title=record.title,
         scope=own_scope,
         message_count=count,
         offset=first,

@@ -6,8 +6,8 @@
      trust), so a web page whose name was re-pointed at 127.0.0.1 (DNS rebinding) gets nothing.
   2. With a token, every request but the login form and the static files needs it: an
      `Authorization: Bearer <token>` header, or the cookie the login form sets. Else 401.
-  3. A path this server was started without (`/api/chat` with no chat model) is 404, with the reason,
-     whatever the request's origin: it changes nothing, so there is nothing to refuse.
+  3. A path this server was started without (`/api/chat` and `/rename/...` with no chat model) is 404, with the
+     reason, whatever the request's origin: it changes nothing, so there is nothing to refuse.
   4. A request that changes state (any method but GET, HEAD, OPTIONS) must come from a page of this
      server: its `Origin` (or, failing that, its `Referer`) must name the same host and port. Else 403.
   5. Every answer carries a Content-Security-Policy that runs only this server's own script and styles,
@@ -100,7 +100,8 @@ class Guard:
         trusted_hosts: `Host` names besides loopback that may reach a server without a token.
         login_page: Renders the login form (the path to return to, an error or `None`, the app's root path) for
             a browser that asked for a page without the token.
-        not_served: Paths this app was started without, each with why, answered 404.
+        not_served: Paths this app was started without, each with why, answered 404; one that ends in `/` stands
+            for every path under it.
     """
 
     def __init__(
@@ -162,8 +163,9 @@ class Guard:
         public = path == '/login' or path.startswith('/static/')
         if self.token is not None and not public and not self._authorized(headers):
             return self._unauthorized(scope, headers, path, root)
-        if path in self.not_served:
-            return 404, json.dumps({'error': self.not_served[path]}), 'application/json', []
+        reason = self._not_served(path)
+        if reason is not None:
+            return 404, json.dumps({'error': reason}), 'application/json', []
         if scope['method'] not in SAFE_METHODS and not self._same_origin(headers, host):
             return (
                 403,
@@ -172,6 +174,14 @@ class Guard:
                 [],
             )
         return None
+
+    def _not_served(self, path: str) -> str | None:
+        """Why `path` is one this app was started without, if it is."""
+        if path in self.not_served:
+            return self.not_served[path]
+        return next(
+            (why for served, why in self.not_served.items() if served.endswith('/') and path.startswith(served)), None
+        )
 
     def _authorized(self, headers: Headers) -> bool:
         assert self.token is not None and self.cookie is not None
