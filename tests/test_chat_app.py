@@ -159,6 +159,58 @@ async def test_a_chat_out_of_reach_is_the_same_404_read_or_written(
     assert {a.status_code for a in anonymous} == {401} and all(set(a.json()) == {'detail'} for a in anonymous)
 
 
+FIRST = 'Where is my order ORDER-1042? It was due on Tuesday, and the tracking page says it never left.'
+"""A first message longer than a title: the app titles the chat with its first words."""
+FIRST_TITLE = 'Where is my order ORDER-1042? It was due on Tuesday, and…'
+
+
+@pytest.mark.slow_on_postgresql
+async def test_a_new_chat_is_titled_from_its_first_message_and_a_users_title_is_kept(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a chat's first answer the app titles it with the first message, shortened, with `expected_title=None`:
+    only if it has no title yet. Later turns leave the title alone; a title the user gave it is never replaced, even
+    by an edit of the first message (which runs from an empty chat again). GET of a chat and the chat list have it."""
+    assert chat_app.TITLE_LENGTH == 60 and len(FIRST_TITLE) <= 60
+    async with in_process(db_url, monkeypatch) as client:
+
+        async def send(chat_id: str, message_id: str, text: str, user: str = 'alice') -> str:
+            body = {'trigger': 'submit-message', 'id': chat_id, 'messages': [prompt(message_id, text)]}
+            return answer((await client.post('/api/chat', json=body, headers=as_user(user))).text)
+
+        async def title(chat_id: str, user: str = 'alice') -> Any:
+            return (await client.get(f'/api/chat/{chat_id}', headers=as_user(user))).json()['title']
+
+        await send('c1', 'u0', FIRST)
+        first = await title('c1')
+        await send('c1', 'u1', 'And ORDER-1043?')
+        second = await title('c1')
+        await send('short', 's0', '  Hello\n  there  ')
+        # The user names the chat (a rename of the front end's, or `session-store serve`'s), then edits their first
+        # message: the app's title after that first turn again comes too late, and the user's stays.
+        async with SessionStore(db_url) as store:
+            await store.conversations.update('c1', title='My late parcel', scope='alice')
+        await send('c1', 'u0', 'Where is ORDER-1042?')
+        kept = await title('c1')
+        await send('bobs', 'b0', 'Hi from Bob', user='bob')
+        alices = (await client.get('/api/chats', headers=as_user('alice'))).json()
+        bobs = (await client.get('/api/chats', headers=as_user('bob'))).json()
+        anonymous = await client.get('/api/chats')
+    assert (first, second, kept) == (FIRST_TITLE, FIRST_TITLE, 'My late parcel')
+    # Each user's chats, newest first, with their titles; nobody else's.
+    assert [(c['id'], c['title']) for c in alices['chats']] == [('c1', 'My late parcel'), ('short', 'Hello there')]
+    assert [(c['id'], c['title']) for c in bobs['chats']] == [('bobs', 'Hi from Bob')]
+    assert set(alices['chats'][0]) == {'id', 'title', 'updated_at'}
+    assert anonymous.status_code == 401
+
+
+def test_a_title_is_the_first_words_of_the_first_message() -> None:
+    assert chat_app.title_from(FIRST) == FIRST_TITLE
+    assert chat_app.title_from(' Hello\n\tthere ') == 'Hello there'
+    assert chat_app.title_from('x' * 100) == 'x' * 59 + '…'  # one long word is cut where it must be
+    assert chat_app.title_from('  \n ') is None
+
+
 async def test_the_app_opens_its_store_at_the_first_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Started, the app has not touched its database: uvicorn runs the lifespan before it binds its port, so a port
     already taken would otherwise fail after the database was made and migrated. The first request opens it."""
@@ -261,7 +313,9 @@ async def test_the_app_file_serves_a_long_chat_with_edits_and_regenerates_of_old
             first_chain = await store.summaries('long', scope='alice')
         # A regenerate of turn 30, long summarized away, sent as `useChat` sends it after a reload: the chat as
         # GET gave it, up to that prompt, with the id of the answer to replace.
-        held = client.get('/api/chat/long', headers=as_user('alice')).json()['messages']
+        reloaded = client.get('/api/chat/long', headers=as_user('alice')).json()
+        assert reloaded['title'] == 'turn 0'  # the first message, as the app titled the chat after its first answer
+        held = reloaded['messages']
         assert [m['id'] for m in held[::2]] == [f'u{n}' for n in range(TURNS)]
         regenerate = {'trigger': 'regenerate-message', 'id': 'long', 'messages': held[:61], 'messageId': held[61]['id']}
         assert send(regenerate) == f'{ECHO}turn 30'

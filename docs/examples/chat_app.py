@@ -58,8 +58,16 @@ chat stored first, ends with an `error` chunk, and nothing of it is stored.
 - Each turn gets pydantic-ai's default usage limits (50 requests) to itself, however
   long the chat.
 
-GET /api/chat/<chat id> answers `{"messages": [<UIMessage>, ...]}`: the chat's messages
-with the ids its prompts were sent with, what `useChat` starts from after a reload.
+After a new chat's first answer, the app titles it with the first words of its first
+message (at most 60 characters), but only if it has no title yet: one the user gave it
+(through a rename of your front end, or `session-store serve`) is never replaced.
+
+GET /api/chat/<chat id> answers `{"title": ..., "messages": [<UIMessage>, ...]}`: the
+chat's title (`null` if none), and its messages with the ids its prompts were sent
+with, what `useChat` starts from after a reload.
+
+GET /api/chats answers `{"chats": [{"id": ..., "title": ..., "updated_at": ...}, ...]}`:
+the user's chats, the latest first (the 100 latest), for a list to pick one from.
 
 Every error the app answers itself is JSON in the shape Starlette and pydantic-ai's
 adapter answer theirs: `{"detail": "..."}` (401 without a known token, 404 for a chat
@@ -76,10 +84,12 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, AgentRunResult
+from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.messages import ModelResponse, UserPromptPart
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -91,6 +101,7 @@ from session_store import SessionNotFound, SessionStore, dispatch_chat
 from session_store.web import resolve_model
 
 INSTRUCTIONS = 'You are a helpful assistant. Answer briefly.'
+TITLE_LENGTH = 60
 
 
 @dataclass(frozen=True)
@@ -160,14 +171,64 @@ def unauthorized() -> Response:
     )
 
 
+def title_from(text: str) -> str | None:
+    """A title from a chat's first message: its first words, at most `TITLE_LENGTH`
+    characters. `None` for a message without any."""
+    words = ' '.join(text.split())
+    if len(words) <= TITLE_LENGTH:
+        return words or None
+    cut = words[: TITLE_LENGTH - 1]
+    return (cut.rsplit(' ', 1)[0] if ' ' in cut else cut) + '…'
+
+
+async def title_new_chat(
+    store: SessionStore, user: str, result: AgentRunResult[str]
+) -> None:
+    """After a chat's first answer (stored by then), title it with its first message.
+
+    `expected_title=None`: only while it has no title, so a title the user gave it
+    meanwhile stays.
+    """
+    messages = result.all_messages()
+    earlier = messages[: len(messages) - len(result.new_messages())]
+    if any(isinstance(message, ModelResponse) for message in earlier):
+        return  # the chat was answered before: this is not its first turn
+    prompts = [
+        part.content
+        for message in messages
+        for part in message.parts
+        if isinstance(part, UserPromptPart) and isinstance(part.content, str)
+    ]
+    title = title_from(prompts[0]) if prompts else None
+    if title is None:
+        return
+    # A conflict: it has a title already (the user's, or this app's before an edit).
+    with suppress(ConversationConflict):
+        await store.conversations.update(
+            result.conversation.conversation_id,
+            title=title,
+            scope=user,
+            expected_title=None,
+        )
+
+
 async def chat(request: Request) -> Response:
     """POST /api/chat: one turn, streamed, and stored under the user's scope."""
     chats: Chats = request.app.state.chats
     user = chats.user(request)
     if user is None:
         return unauthorized()
+
+    async def on_complete(result: AgentRunResult[str]) -> None:
+        await title_new_chat(chats.store, user, result)
+
     return await dispatch_chat(
-        VercelAIAdapter, request, agent=chats.agent, store=chats.store, scope=user
+        VercelAIAdapter,
+        request,
+        agent=chats.agent,
+        store=chats.store,
+        scope=user,
+        on_complete=on_complete,  # after the turn is stored, before the stream ends
     )
 
 
@@ -181,17 +242,42 @@ async def messages(request: Request) -> Response:
     user = chats.user(request)
     if user is None:
         return unauthorized()
+    chat_id = request.path_params['chat_id']
     try:
-        history = await chats.store.history(request.path_params['chat_id'], scope=user)
+        history = await chats.store.history(chat_id, scope=user)
     except (SessionNotFound, ValueError):
         # nobody's, another user's, or no id a chat can have: the 404 a POST gets
         return JSONResponse({'detail': 'Conversation not found.'}, status_code=404)
+    record = await chats.store.conversations.read_record(chat_id)
     dumped = VercelAIAdapter.dump_messages(history)
     return JSONResponse(
         {
+            'title': None if record is None else record.title,
             'messages': [
                 m.model_dump(mode='json', by_alias=True, exclude_none=True)
                 for m in dumped
+            ],
+        }
+    )
+
+
+async def chat_list(request: Request) -> Response:
+    """GET /api/chats: the user's chats, the latest first, each with its title."""
+    chats: Chats = request.app.state.chats
+    user = chats.user(request)
+    if user is None:
+        return unauthorized()
+    # the 100 latest (`sessions` takes an `offset` to page on)
+    listed = await chats.store.sessions(scope=user, limit=100)
+    return JSONResponse(
+        {
+            'chats': [
+                {
+                    'id': info.session_id,
+                    'title': info.title,
+                    'updated_at': info.updated_at.isoformat(),
+                }
+                for info in listed
             ]
         }
     )
@@ -201,6 +287,7 @@ app = Starlette(
     routes=[
         Route('/api/chat', chat, methods=['POST']),
         Route('/api/chat/{chat_id}', messages, methods=['GET']),
+        Route('/api/chats', chat_list, methods=['GET']),
     ],
     lifespan=lifespan,
 )
