@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ._urls import DEFAULT_URL, asyncpg_arguments, flag
+from .._store_error import InvalidURL
+from ._urls import DEFAULT_URL, asyncpg_arguments, flag, host_list, hosts_in_query
 from .pinging import ping_on_checkout
 
 __all__ = (
@@ -43,28 +45,37 @@ _POSTGRES_EXTRA = 'pip install "pydantic-ai-session-store[postgresql]"'
 
 
 def database_url(url: str | os.PathLike[str] | URL) -> URL:
-    """`url` checked and given its async driver: plain `sqlite://` and `postgresql://` are accepted, and so is a
-    SQLite file's path (`_path_in`).
+    """`url` checked and given its async driver: plain `sqlite://`, `postgresql://` and `postgres://` are accepted,
+    and so is a SQLite file's path (`_path_in`). libpq's several hosts in a URL's address
+    (`postgresql://user@h1:5432,h2:5433/db`) are moved into its query, which `server_options` reads.
 
     Raises:
-        ValueError: Neither a URL nor a SQLite file's path, or not one of the supported backends.
+        InvalidURL: Neither a URL nor a SQLite file's path, a malformed host list or port, or not one of the
+            supported backends.
         ModuleNotFoundError: A PostgreSQL URL, without the `postgresql` extra's driver installed.
     """
     if isinstance(url, os.PathLike):
         return _file_url(os.fspath(url))
     if isinstance(url, str) and (path := _path_in(url)) is not None:
         return _file_url(path)
+    if isinstance(url, str):
+        url = hosts_in_query(url)
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise ValueError(
-            f'Not a database URL: {url!r}, nor the path of a SQLite file. Use a URL such as '
+        raise InvalidURL(
+            f'Not a database URL: {_without_password(str(url))!r}, nor the path of a SQLite file. Use a URL such as '
             f"{DEFAULT_URL!r} or 'postgresql://user@host/db', or a path such as './sessions.db'."
+        ) from None
+    except ValueError:  # SQLAlchemy's parser, on a port that is not a number (its message quotes it, and no more)
+        raise InvalidURL(
+            "The URL's port is not a number from 1 to 65535: write postgresql://user@host:5432/db, or for several "
+            'hosts postgresql://user@h1:5432,h2:5433/db.'
         ) from None
     if parsed.drivername in _ASYNC_DRIVERS:
         parsed = parsed.set(drivername=_ASYNC_DRIVERS[parsed.drivername])
     if parsed.drivername not in _SUPPORTED:
-        raise ValueError(
+        raise InvalidURL(
             f'Unsupported database URL {parsed.render_as_string(hide_password=True)!r}: '
             'session-store runs on sqlite+aiosqlite:// or postgresql+asyncpg://.'
         )
@@ -73,6 +84,11 @@ def database_url(url: str | os.PathLike[str] | URL) -> URL:
             f'PostgreSQL needs the asyncpg driver, which is an extra: {_POSTGRES_EXTRA}.', name='asyncpg'
         )
     return parsed
+
+
+def _without_password(text: str) -> str:
+    """`text`, a string that failed to parse as a URL, with what looks like a password in it masked."""
+    return re.sub(r'(//[^/?#@:]*:).*@', r'\1***@', text)
 
 
 _SQLITE_SUFFIXES = ('.db', '.sqlite', '.sqlite3')
@@ -127,11 +143,13 @@ POOLER_PARAMETER = 'transaction_pooler'
 def server_options(url: URL, given: ServerOptions) -> tuple[URL, ServerOptions]:
     """`url` without the query parameters the store reads itself, and the options they and `given` make.
 
-    On PostgreSQL, libpq's parameters (`sslmode`, `application_name`, `connect_timeout`, `options`, ...) become
-    asyncpg's `connect()` arguments (`_urls`); values in `given`'s `connect_args` win over the URL's.
+    On PostgreSQL, several hosts become one form (`?host=h1,h2&port=5432,5433`, `_urls.host_list`) and libpq's
+    parameters (`sslmode`, `application_name`, `connect_timeout`, `options`, ...) asyncpg's `connect()` arguments
+    (`_urls`); values in `given`'s `connect_args` win over the URL's.
 
     Raises:
-        ValueError: A query parameter that is not the number or boolean it must be, or that asyncpg can't take.
+        InvalidURL: A query parameter that is not the number or boolean it must be, a malformed host list, or a
+            parameter asyncpg can't take.
     """
     query = dict(url.query)
     pooler = given.transaction_pooler
@@ -139,6 +157,8 @@ def server_options(url: URL, given: ServerOptions) -> tuple[URL, ServerOptions]:
         pooler = flag(POOLER_PARAMETER, query.pop(POOLER_PARAMETER)) or pooler
     options = dict(given.engine_options)
     if url.drivername == 'postgresql+asyncpg':
+        if (listed := host_list(query, port=url.port)) is not None:
+            query, url = listed, url.set(host=None, port=None)  # the query's hosts replace the address's, as in libpq
         query, connect_args = asyncpg_arguments(query)
         chosen = dict(options.get('connect_args', {}))
         if 'server_settings' in connect_args and 'server_settings' in chosen:

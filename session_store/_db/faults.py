@@ -179,7 +179,19 @@ def fault_of(error: BaseException) -> Fault | None:
         'CannotConnectNowError',
     ):
         return Fault.LOST
+    if _no_host_as_asked(cause):
+        return Fault.LOST
     return None
+
+
+def _no_host_as_asked(cause: BaseException) -> bool:
+    """None of the URL's hosts is what its `target_session_attrs` asks for (asyncpg's
+    `TargetServerAttributeNotMatched`, as it is or as SQLAlchemy's dialect adapted it): in a failover, the primary is
+    gone and no standby is promoted yet, so a later call may find one."""
+    return any(
+        type(error).__name__ == 'TargetServerAttributeNotMatched' and type(error).__module__.startswith('asyncpg')
+        for error in (cause, cause.__cause__)
+    )
 
 
 def _cause(error: BaseException) -> BaseException:
