@@ -22,7 +22,7 @@ from typing import Any
 
 from .._store_error import InvalidURL
 
-__all__ = ('DEFAULT_URL', 'Query', 'asyncpg_arguments', 'flag', 'host_list', 'hosts_in_query')
+__all__ = ('DEFAULT_URL', 'Query', 'asyncpg_arguments', 'flag', 'host_list', 'hosts_in_query', 'seconds')
 
 # Here, beside the URL rules and free of SQLAlchemy, so that the command line's help can show it at once.
 DEFAULT_URL = 'sqlite+aiosqlite:///sessions.db'
@@ -91,6 +91,15 @@ def flag(name: str, text: object) -> bool:
 
 Query = dict[str, str | tuple[str, ...]]
 """A URL's query parameters, as SQLAlchemy's `URL.query` holds them: a parameter given more than once as a tuple."""
+
+
+def seconds(name: str, value: str | tuple[str, ...]) -> float:
+    """A URL parameter that is a number of seconds above 0.
+
+    Raises:
+        InvalidURL: Given more than once, not a number, or not above 0.
+    """
+    return float(_number(name, float, _single(name, value)))
 
 
 def asyncpg_arguments(query: Mapping[str, str | tuple[str, ...]]) -> tuple[Query, dict[str, Any]]:
@@ -289,7 +298,7 @@ def _number(name: str, kind: type[int] | type[float], text: str) -> int | float:
     return number
 
 
-_SECONDS = ('timeout', 'connect_timeout')
+_SECONDS = ('timeout', 'connect_timeout', 'query_wait_timeout')
 """Deadlines, which must be above 0."""
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,16 +19,20 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .._store_error import InvalidURL
-from ._urls import DEFAULT_URL, asyncpg_arguments, flag, host_list, hosts_in_query
+from ._urls import DEFAULT_URL, asyncpg_arguments, flag, host_list, hosts_in_query, seconds
 from .pinging import ping_on_checkout
 
 __all__ = (
+    'CONNECT_TIMEOUT',
     'DEFAULT_URL',
     'POOLER_PARAMETER',
+    'QUERY_WAIT_PARAMETER',
+    'QUERY_WAIT_TIMEOUT',
     'SQLITE_BEGIN',
     'SQLITE_BUSY_TIMEOUT_MS',
     'SQLITE_WAL_AUTOCHECKPOINT',
     'ServerOptions',
+    'connect_arguments',
     'create_engine',
     'create_threaded_engine',
     'database_url',
@@ -134,10 +139,28 @@ class ServerOptions:
     may outlive its transaction, and every statement runs inside one."""
     engine_options: Mapping[str, Any] = field(default_factory=dict[str, Any])
     """More keyword arguments for SQLAlchemy's `create_async_engine` (`pool_size`, `pool_recycle`, ...)."""
+    query_wait_timeout: float | None = None
+    """Seconds the store waits for the server to take what it sends outside a transaction (`QUERY_WAIT_TIMEOUT`
+    when `None`)."""
 
 
 POOLER_PARAMETER = 'transaction_pooler'
 """The URL query parameter that says `transaction_pooler=true`, for a URL given on the command line."""
+
+QUERY_WAIT_PARAMETER = 'query_wait_timeout'
+"""The URL query parameter that sets the store's `QUERY_WAIT_TIMEOUT`."""
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds the store waits to connect to a PostgreSQL server (asyncpg's `timeout`, libpq's `connect_timeout`), over
+all of a URL's hosts together, unless the URL or `connect_args` says otherwise; asyncpg's own is 60."""
+
+QUERY_WAIT_TIMEOUT = 4.0
+"""Seconds the store waits for a PostgreSQL server to take what it sends outside a transaction: a `BEGIN`, a
+statement's preparation, a statement run on its own, a ping. A pooler in transaction mode lends a server connection
+at those moments, and in front of a stopped server holds each of them until its own wait runs out (PgBouncer's
+`query_wait_timeout`, 120 s); once a transaction has begun, a server is taking its statements, and nothing in it is
+bounded, so a migration, a VACUUM or a statement waiting for a lock runs as long as it needs. Two waits (the second
+on a fresh connection) fit in 10 s."""
 
 
 def server_options(url: URL, given: ServerOptions) -> tuple[URL, ServerOptions]:
@@ -155,6 +178,9 @@ def server_options(url: URL, given: ServerOptions) -> tuple[URL, ServerOptions]:
     pooler = given.transaction_pooler
     if POOLER_PARAMETER in query:
         pooler = flag(POOLER_PARAMETER, query.pop(POOLER_PARAMETER)) or pooler
+    waiting = given.query_wait_timeout
+    if QUERY_WAIT_PARAMETER in query:
+        waiting = seconds(QUERY_WAIT_PARAMETER, query.pop(QUERY_WAIT_PARAMETER))
     options = dict(given.engine_options)
     if url.drivername == 'postgresql+asyncpg':
         if (listed := host_list(query, port=url.port)) is not None:
@@ -165,7 +191,7 @@ def server_options(url: URL, given: ServerOptions) -> tuple[URL, ServerOptions]:
             chosen['server_settings'] = {**connect_args['server_settings'], **chosen['server_settings']}
         if connect_args:
             options['connect_args'] = {**connect_args, **chosen}
-    return url.set(query=query), ServerOptions(pooler, options)
+    return url.set(query=query), ServerOptions(pooler, options, waiting)
 
 
 def create_engine(url: URL, *, read_only: bool = False, server: ServerOptions | None = None) -> AsyncEngine:
@@ -183,19 +209,10 @@ def create_engine(url: URL, *, read_only: bool = False, server: ServerOptions | 
 
 def _postgresql_engine(url: URL, read_only: bool, server: ServerOptions) -> AsyncEngine:
     options = dict(server.engine_options)
-    connect_args = dict(options.pop('connect_args', {}))
-    # A name of its own for every statement prepared, so that no two client connections' statements meet on one
-    # server connection: behind a transaction pooler the store was not told about, a statement that reaches another
-    # server connection than its own is then not found there (a `ServerRefused` saying what to set), rather than
-    # found under the same name as another client's statement and run in its place.
-    connect_args.setdefault('prepared_statement_name_func', _statement_name)
-    if server.transaction_pooler:
-        # No statement cache on either side, so that none is looked for after its transaction ended.
-        connect_args.setdefault('statement_cache_size', 0)
-        connect_args.setdefault('prepared_statement_cache_size', 0)
+    options.pop('connect_args', None)
     if read_only:
         options['execution_options'] = {**options.get('execution_options', {}), 'postgresql_readonly': True}
-    engine = create_async_engine(url, connect_args=connect_args, **options)
+    engine = create_async_engine(url, connect_args=connect_arguments(server), **options)
     if 'pool_pre_ping' not in options:
         # A pooled connection is pinged as it is handed out, so the first use after a server restart or failover
         # gets a live one: the ORM's reads can't be run again whole if their first statement fails. Not the hot
@@ -204,8 +221,66 @@ def _postgresql_engine(url: URL, read_only: bool, server: ServerOptions) -> Asyn
     return engine
 
 
+def connect_arguments(server: ServerOptions) -> dict[str, Any]:
+    """The keyword arguments a PostgreSQL engine hands `asyncpg.connect()` beside its URL's: `server`'s
+    `connect_args`, with the store's own where they say nothing (its deadlines, its statements' names, no statement
+    cache behind a transaction pooler)."""
+    connect_args = dict(server.engine_options.get('connect_args', {}))
+    # A name of its own for every statement prepared, so that no two client connections' statements meet on one
+    # server connection: behind a transaction pooler the store was not told about, a statement that reaches another
+    # server connection than its own is then not found there (a `ServerRefused` saying what to set), rather than
+    # found under the same name as another client's statement and run in its place.
+    connect_args.setdefault('prepared_statement_name_func', _statement_name)
+    connect_args.setdefault('timeout', CONNECT_TIMEOUT)
+    waiting = server.query_wait_timeout or QUERY_WAIT_TIMEOUT
+    if connect_args.get('command_timeout'):  # a bound on every statement bounds the wait too, and is not loosened
+        waiting = min(waiting, float(connect_args['command_timeout']))
+    connect_args['connection_class'] = _waiting_at_most(connect_args.get('connection_class'), waiting)
+    if server.transaction_pooler:
+        # No statement cache on either side, so that none is looked for after its transaction ended.
+        connect_args.setdefault('statement_cache_size', 0)
+        connect_args.setdefault('prepared_statement_cache_size', 0)
+    return connect_args
+
+
 def _statement_name() -> str:
     return f'__session_store_{uuid.uuid4().hex}__'
+
+
+@functools.cache
+def _waiting_at_most(base: type[Any] | None, limit: float) -> type[Any]:
+    """asyncpg's `Connection` (or the `connection_class` given in `connect_args`), waiting at most `limit` seconds
+    for the server to take what it is sent outside a transaction (`QUERY_WAIT_TIMEOUT`): its public `prepare`,
+    `execute` and `fetchrow` (how SQLAlchemy's dialect prepares a statement, begins a transaction and pings) pass
+    asyncpg their documented `timeout` when the caller gave none. A wait that runs out closes the connection, which
+    the pool then replaces, and is asyncpg's `InterfaceError` saying which deadline ran out and how to change it."""
+    import asyncpg  # type: ignore[import-untyped]  # the postgresql extra's driver (`database_url` checked it is there)
+
+    class WaitingAtMost(base or asyncpg.Connection):  # type: ignore[misc]
+        query_wait_timeout = limit
+
+        async def prepare(self, query: str, **options: Any) -> Any:
+            return await self._session_store_within(super().prepare, query, **options)
+
+        async def execute(self, query: str, *args: Any, **options: Any) -> Any:
+            return await self._session_store_within(super().execute, query, *args, **options)
+
+        async def fetchrow(self, query: str, *args: Any, **options: Any) -> Any:
+            return await self._session_store_within(super().fetchrow, query, *args, **options)
+
+        async def _session_store_within(self, call: Callable[..., Awaitable[Any]], *args: Any, **options: Any) -> Any:
+            if options.get('timeout') is not None or self.is_in_transaction():
+                return await call(*args, **options)
+            try:
+                return await call(*args, **{**options, 'timeout': limit})
+            except TimeoutError:
+                self.terminate()  # mid-statement: never back in the pool
+                raise asyncpg.InterfaceError(
+                    f'no answer from the server within {limit:g} s, the deadline for a server to take a statement '
+                    f'(set it with ?{QUERY_WAIT_PARAMETER}=SECONDS in the URL)'
+                ) from None
+
+    return WaitingAtMost
 
 
 def create_threaded_engine(url: URL, *, read_only: bool = False) -> Engine | None:
