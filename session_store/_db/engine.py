@@ -154,13 +154,14 @@ CONNECT_TIMEOUT = 10.0
 """Seconds the store waits to connect to a PostgreSQL server (asyncpg's `timeout`, libpq's `connect_timeout`), over
 all of a URL's hosts together, unless the URL or `connect_args` says otherwise; asyncpg's own is 60."""
 
-QUERY_WAIT_TIMEOUT = 4.0
+QUERY_WAIT_TIMEOUT = 3.0
 """Seconds the store waits for a PostgreSQL server to take what it sends outside a transaction: a `BEGIN`, a
 statement's preparation, a statement run on its own, a ping. A pooler in transaction mode lends a server connection
 at those moments, and in front of a stopped server holds each of them until its own wait runs out (PgBouncer's
 `query_wait_timeout`, 120 s); once a transaction has begun, a server is taking its statements, and nothing in it is
-bounded, so a migration, a VACUUM or a statement waiting for a lock runs as long as it needs. Two waits (the second
-on a fresh connection) fit in 10 s."""
+bounded, so a migration, a VACUUM or a statement waiting for a lock runs as long as it needs. A call waits at most
+three times (the pool's ping of its connection, its first statement on the fresh one the pool then makes, and that
+once more on a fresh connection), and three waits fit in 10 s."""
 
 
 def server_options(url: URL, given: ServerOptions) -> tuple[URL, ServerOptions]:
