@@ -217,11 +217,6 @@ async def test_a_multi_host_url_with_its_first_host_down_runs_on_the_next(db_url
 
 
 @on_postgresql
-@pytest.mark.xfail(
-    strict=True,
-    reason='session_store/cli/_runtime.py: Settings.shown_url and .secret read the URL with make_url, which takes '
-    "h1:5432,h2:5433 for one host with the port '5432,h2:5433' and raises ValueError (the store itself takes it)",
-)
 def test_every_command_takes_a_multi_host_url(db_url: str) -> None:
     url = make_url(db_url)
     login, down = f'{url.username}:{url.password}', closed_port()

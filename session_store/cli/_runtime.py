@@ -23,6 +23,7 @@ from rich.console import Console
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
+from .._db._urls import hosts_in_query
 from .._db.database import Database
 from .._db.engine import sqlite_path
 from .._db.opening import database_at
@@ -74,18 +75,22 @@ class Settings(Options):
     @property
     def shown_url(self) -> str:
         """The URL without its password, for messages."""
-        try:
-            return make_url(self.url).render_as_string(hide_password=True)
-        except ArgumentError:
-            return self.url
+        parsed = self._parsed()
+        return self.url if parsed is None else parsed.render_as_string(hide_password=True)
 
     @property
     def secret(self) -> bool:
         """The URL holds a password, which suggested commands must not print."""
+        parsed = self._parsed()
+        return parsed is not None and parsed.password is not None
+
+    def _parsed(self) -> URL | None:
+        """The URL as SQLAlchemy reads it, libpq's several hosts in its address moved to its query as the store
+        moves them; `None` when it is no URL (a file's path, or one the store refuses with its own message)."""
         try:
-            return make_url(self.url).password is not None
-        except ArgumentError:
-            return False
+            return make_url(hosts_in_query(self.url))
+        except (ArgumentError, ValueError):
+            return None
 
     def command(self, *words: str) -> str:
         """A `session-store` command line that reaches this same database.
