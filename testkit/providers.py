@@ -260,7 +260,7 @@ class OpenAIResponsesMock(ProviderMock):
         from pydantic_ai.models.openai import OpenAIResponsesModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        return OpenAIResponsesModel('gpt-5', provider=OpenAIProvider(api_key='test', http_client=self.client()))
+        return OpenAIResponsesModel('gpt-6.1-sol', provider=OpenAIProvider(api_key='test', http_client=self.client()))
 
     def read(self, body: Json) -> list[Seen]:
         items: list[Json] = body['input']
@@ -408,7 +408,7 @@ class AnthropicMock(ProviderMock):
 
         # `max_tokens` set: without it pydantic-ai asks for the model's maximum output, which the SDK streams.
         provider = AnthropicProvider(api_key='test', http_client=self.client())
-        return AnthropicModel('claude-sonnet-4-5', provider=provider, settings={'max_tokens': 4096})
+        return AnthropicModel('claude-sonnet-5-5', provider=provider, settings={'max_tokens': 4096})
 
     def read(self, body: Json) -> list[Seen]:
         system = body.get('system')

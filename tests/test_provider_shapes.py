@@ -137,20 +137,20 @@ BAD: list[tuple[ProviderKind, str, dict[str, Any], str]] = [
     (
         'openai_responses',
         'an output with no call of its call_id earlier',
-        {'model': 'gpt-5', 'input': [USER, OUTPUT]},
+        {'model': 'gpt-6.1-sol', 'input': [USER, OUTPUT]},
         'No tool call found for function call output with call_id call_0',
     ),
     (
         'openai_responses',
         'a call with no output',
-        {'model': 'gpt-5', 'input': [USER, FUNCTION_CALL, USER]},
+        {'model': 'gpt-6.1-sol', 'input': [USER, FUNCTION_CALL, USER]},
         'No tool output found for function call call_0',
     ),
     (
         'openai_responses',
         'reasoning whose encrypted content was not issued',
         {
-            'model': 'gpt-5',
+            'model': 'gpt-6.1-sol',
             'input': [USER, {'type': 'reasoning', 'id': 'rs_1', 'summary': [], 'encrypted_content': 'forged'}],
         },
         'could not be verified',
@@ -158,32 +158,35 @@ BAD: list[tuple[ProviderKind, str, dict[str, Any], str]] = [
     (
         'openai_responses',
         'an item twice',
-        {'model': 'gpt-5', 'input': [USER, {**FUNCTION_CALL, 'id': 'fc_1'}, OUTPUT, {**FUNCTION_CALL, 'id': 'fc_1'}]},
+        {
+            'model': 'gpt-6.1-sol',
+            'input': [USER, {**FUNCTION_CALL, 'id': 'fc_1'}, OUTPUT, {**FUNCTION_CALL, 'id': 'fc_1'}],
+        },
         'Duplicate item found with id fc_1',
     ),
     (
         'anthropic',
         'a first message that is not a user turn',
-        {'model': 'claude-sonnet-4-5', 'messages': [{'role': 'assistant', 'content': 'hi'}, USER]},
+        {'model': 'claude-sonnet-5-5', 'messages': [{'role': 'assistant', 'content': 'hi'}, USER]},
         'first message must use the "user" role',
     ),
     (
         'anthropic',
         'a tool result for no tool use in the turn before',
-        {'model': 'claude-sonnet-4-5', 'messages': [{'role': 'user', 'content': [RESULT]}]},
+        {'model': 'claude-sonnet-5-5', 'messages': [{'role': 'user', 'content': [RESULT]}]},
         'unexpected `tool_use_id` found in `tool_result` blocks: call_0',
     ),
     (
         'anthropic',
         'a tool use not answered in the next turn',
-        {'model': 'claude-sonnet-4-5', 'messages': [USER, {'role': 'assistant', 'content': [USE]}, USER]},
+        {'model': 'claude-sonnet-5-5', 'messages': [USER, {'role': 'assistant', 'content': [USE]}, USER]},
         '`tool_use` ids were found without `tool_result` blocks immediately after: call_0',
     ),
     (
         'anthropic',
         'text before the tool results',
         {
-            'model': 'claude-sonnet-4-5',
+            'model': 'claude-sonnet-5-5',
             'messages': [
                 USER,
                 {'role': 'assistant', 'content': [USE]},
@@ -196,7 +199,7 @@ BAD: list[tuple[ProviderKind, str, dict[str, Any], str]] = [
         'anthropic',
         'a thinking block with a signature it was not issued',
         {
-            'model': 'claude-sonnet-4-5',
+            'model': 'claude-sonnet-5-5',
             'messages': [
                 USER,
                 {'role': 'assistant', 'content': [{'type': 'thinking', 'thinking': 'hmm', 'signature': 'forged'}, USE]},
@@ -245,12 +248,12 @@ GOOD: list[tuple[ProviderKind, str, dict[str, Any]]] = [
             ],
         },
     ),
-    ('openai_responses', 'a call and its output', {'model': 'gpt-5', 'input': [USER, FUNCTION_CALL, OUTPUT]}),
+    ('openai_responses', 'a call and its output', {'model': 'gpt-6.1-sol', 'input': [USER, FUNCTION_CALL, OUTPUT]}),
     (
         'anthropic',
         'consecutive user turns, which the API combines, and a signed thinking block',
         {
-            'model': 'claude-sonnet-4-5',
+            'model': 'claude-sonnet-5-5',
             'messages': [
                 {'role': 'user', 'content': 'summary'},
                 USER,
@@ -300,15 +303,17 @@ def test_a_mock_answers_what_its_api_accepts(kind: ProviderKind, case: str, body
 
 def test_a_function_call_item_sent_without_the_reasoning_item_it_came_with_is_refused() -> None:
     mock = mock_for('openai_responses', TurnScript('call_0'))
-    issued = mock.handle(httpx2.Request('POST', 'https://mock.test/', json={'model': 'gpt-5', 'input': [USER]})).json()
+    issued = mock.handle(
+        httpx2.Request('POST', 'https://mock.test/', json={'model': 'gpt-6.1-sol', 'input': [USER]})
+    ).json()
     reasoning, call = issued['output']
     assert reasoning['type'] == 'reasoning' and call['type'] == 'function_call'
     output = {**OUTPUT, 'call_id': call['call_id']}
-    replay = {'model': 'gpt-5', 'input': [USER, call, output]}
+    replay = {'model': 'gpt-6.1-sol', 'input': [USER, call, output]}
     response = mock.handle(httpx2.Request('POST', 'https://mock.test/', json=replay))
     assert response.status_code == 400
     assert f"without its required 'reasoning' item: '{reasoning['id']}'" in _error_message('openai_responses', response)
-    whole = {'model': 'gpt-5', 'input': [USER, reasoning, call, output]}
+    whole = {'model': 'gpt-6.1-sol', 'input': [USER, reasoning, call, output]}
     assert mock.handle(httpx2.Request('POST', 'https://mock.test/', json=whole)).status_code == 200
 
 
