@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.util
 import os
@@ -269,6 +270,17 @@ def _waiting_at_most(base: type[Any] | None, limit: float) -> type[Any]:
         async def fetchrow(self, query: str, *args: Any, **options: Any) -> Any:
             return await self._session_store_within(super().fetchrow, query, *args, **options)
 
+        async def set_type_codec(self, typename: str, **options: Any) -> Any:
+            # How SQLAlchemy's dialect registers its JSON codecs on a new connection: a catalogue query of asyncpg's
+            # own, sent with no timeout of its own (SQLAlchemy 2.0 does it as it connects).
+            if self.is_in_transaction():
+                return await super().set_type_codec(typename, **options)
+            try:
+                return await asyncio.wait_for(super().set_type_codec(typename, **options), limit)
+            except TimeoutError:
+                self.terminate()
+                raise asyncpg.InterfaceError(_no_answer(limit)) from None
+
         async def _session_store_within(self, call: Callable[..., Awaitable[Any]], *args: Any, **options: Any) -> Any:
             if options.get('timeout') is not None or self.is_in_transaction():
                 return await call(*args, **options)
@@ -276,12 +288,17 @@ def _waiting_at_most(base: type[Any] | None, limit: float) -> type[Any]:
                 return await call(*args, **{**options, 'timeout': limit})
             except TimeoutError:
                 self.terminate()  # mid-statement: never back in the pool
-                raise asyncpg.InterfaceError(
-                    f'no answer from the server within {limit:g} s, the deadline for a server to take a statement '
-                    f'(set it with ?{QUERY_WAIT_PARAMETER}=SECONDS in the URL)'
-                ) from None
+                raise asyncpg.InterfaceError(_no_answer(limit)) from None
 
     return WaitingAtMost
+
+
+def _no_answer(limit: float) -> str:
+    """What a wait that ran out says: which deadline, and how to change it."""
+    return (
+        f'no answer from the server within {limit:g} s, the deadline for a server to take a statement '
+        f'(set it with ?{QUERY_WAIT_PARAMETER}=SECONDS in the URL)'
+    )
 
 
 def create_threaded_engine(url: URL, *, read_only: bool = False) -> Engine | None:
