@@ -140,16 +140,9 @@ async def test_an_overflow_in_a_session_run_is_stored_as_the_next_link(new_datab
         chain = await store.summaries('overflow')
         window = await store.window('overflow')
     assert compactions >= TURNS * 4 // LIMIT
-    # Every raw message once, in order, and no summary among them.
-    prompts = [
-        p.content for m in archive if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)
-    ]
-    assert prompts == [f'ask M{turn}' for turn in range(TURNS)]
-    assert len(archive) == TURNS * 4
-    assert not any(isinstance(p, CompactionPart) for m in archive for p in m.parts)
-    # A link per compaction, each covering what the one before left, and the next window opens at the newest.
-    assert [s.text for s in chain] == [f'SUMMARY-{n} of the conversation so far' for n in range(1, compactions + 1)]
-    assert [s.covers_from for s in chain[1:]] == [s.covers_to for s in chain[:-1]]
+    made = [f'SUMMARY-{n} of the conversation so far' for n in range(1, compactions + 1)]
+    check_the_archive_and_chain(archive, chain, made)
+    # The next window opens at the newest link.
     assert window.positions[0] >= chain[-1].covers_to
     assert [p.content for p in window.messages[0].parts if isinstance(p, CompactionPart)] == [chain[-1].text]
     check_each_summary_extends_the_last_and_reads_each_message_once(summarizer)
