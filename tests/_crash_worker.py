@@ -18,6 +18,15 @@ from session_store import SessionStore
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 
+def say(line: str) -> None:
+    """Write one whole line in one write, so a SIGKILL can't leave half of it for the reader.
+
+    `print('started', id)` makes four writes when the output is unbuffered (`PYTHONUNBUFFERED=1`, set here and under CI).
+    """
+    sys.stdout.write(f'{line}\n')
+    sys.stdout.flush()
+
+
 async def main(url: str, seed: str) -> None:
     rng = random.Random(seed)
     processor = SummarizationProcessor(
@@ -25,13 +34,13 @@ async def main(url: str, seed: str) -> None:
     )
     async with SessionStore(url, processor=processor) as store:
         agent = scripted_agent(ParallelToolAssistant())
-        print('ready', flush=True)
+        say('ready')
         for run in range(10**6):
             session = await store.session(f'crash-{rng.randrange(3)}')
             prompt_id = f'{seed}{run:06d}'  # digits only, so the marker reads it back
-            print('started', prompt_id, flush=True)
+            say(f'started {prompt_id}')
             await session.run(agent, f'Turn M{prompt_id} please')
-            print('stored', prompt_id, flush=True)
+            say(f'stored {prompt_id}')
 
 
 if __name__ == '__main__':

@@ -31,7 +31,10 @@ async def _run(backend: ConformanceBackend, folder: Path, job: str, args: list[s
         while True:
             await append_turns(store, 'killed', [f'k{stored}'])
             stored += 1
-            print(stored, flush=True)
+            # One write for the whole line: print() writes the number and its newline apart when the output is
+            # unbuffered (PYTHONUNBUFFERED), and the kill may fall between them.
+            sys.stdout.write(f'{stored}\n')
+            sys.stdout.flush()
 
 
 def main(argv: list[str]) -> None:
