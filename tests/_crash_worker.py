@@ -21,7 +21,7 @@ from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripte
 def say(line: str) -> None:
     """Write one whole line in one write, so a SIGKILL can't leave half of it for the reader.
 
-    `print('started', id)` makes four writes when the output is unbuffered (`PYTHONUNBUFFERED=1`, set here and under CI).
+    `print('started', id)` makes four writes when the output is unbuffered (`PYTHONUNBUFFERED=1`, as here).
     """
     sys.stdout.write(f'{line}\n')
     sys.stdout.flush()
