@@ -295,6 +295,37 @@ async def _check_0004_backfilled(url: str, before: list[tuple[str, str | None]])
         await check_chat_found(rotated)
 
 
+@pytest.mark.slow_on_postgresql  # the SQLite variant, in the quick tier, runs the same migrate
+def test_rows_an_older_release_writes_during_a_rollout_are_filled_in_by_the_next_migrate(
+    new_database: NewDatabase, tmp_path: Path
+) -> None:
+    url = new_database()
+    chat(url)
+    asyncio.run(_as_an_older_release_left_it(url))
+    assert 'nothing to do' in ok(cli('migrate', db=url, cwd=tmp_path))
+    asyncio.run(_check_filled_in(url))
+
+
+async def _as_an_older_release_left_it(url: str) -> None:
+    """The UI ids and their index as they are after a rollout to 0005: prompts a 0004 process went on storing hold no
+    id in the column, and the index is missing, as a `migrate` stopped before building it leaves it."""
+    async with SessionStore(url) as store:
+        async with store.engine.begin() as connection:
+            await connection.execute(text('UPDATE messages SET ui_message_id = NULL'))
+            await connection.execute(text('DROP INDEX ix_messages_session_ui_id'))
+        assert [ui_id for _, ui_id in await column(store)] == [None] * len(CHAT_COLUMN)
+        assert await found(store, 'c1', 'u1') == []
+
+
+async def _check_filled_in(url: str) -> None:
+    async with SessionStore(url) as store:
+        assert await column(store) == CHAT_COLUMN
+        await check_chat_found(store)
+        async with store.engine.connect() as connection:
+            indexes = await connection.run_sync(lambda sync: sa.inspect(sync).get_indexes('messages'))
+        assert 'ix_messages_session_ui_id' in [i['name'] for i in indexes]
+
+
 # Conversation titles (revision 0006), and the compatibility stamp
 
 
@@ -436,6 +467,39 @@ async def _check_later_revision_works(url: str) -> None:
             assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0007'
             later = await connection.scalar(text('SELECT count(later_release_column) FROM sessions'))
             assert later == 0, "this version leaves the later release's column as it is"
+
+
+def test_a_store_serving_while_a_later_additive_revision_migrates_carries_on(
+    new_database: NewDatabase, tmp_path: Path
+) -> None:
+    url = new_database()
+    asyncio.run(_serve_through_the_migration(url, later_scripts(tmp_path, stamped=True)))
+    asyncio.run(_check_later_revision_works(url))  # and a store opened afterwards, as a restarted process would
+
+
+async def _serve_through_the_migration(url: str, scripts: Path) -> None:
+    """Runs turns on one session before, while and after the later release migrates, without reopening the store."""
+    agent = scripted_agent(ParallelToolAssistant())
+    migrated = asyncio.Event()
+    async with SessionStore(url) as store:
+        session = await store.session('serving')
+        await session.run(agent, 'Turn M0')
+
+        async def serve() -> int:
+            runs, after = 1, 0
+            while after < 3:
+                await session.run(agent, f'Turn M{runs}')
+                runs += 1
+                after += migrated.is_set()
+            return runs
+
+        serving = asyncio.create_task(serve())
+        await upgrade_with(url, scripts)
+        migrated.set()
+        runs = await serving
+        assert len(await store.history('serving', limit=None)) == 4 * runs
+        async with store.engine.connect() as connection:
+            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0007'
 
 
 def test_a_later_revision_not_stamped_compatible_is_refused(new_database: NewDatabase, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import SchemaMismatch
+from .backfills import fill_in
 from .engine import SQLITE_BEGIN, in_memory
 from .textual import textual
 
@@ -123,7 +124,8 @@ _MIGRATION_LOCK = 7_240_331
 
 
 async def upgrade(engine: AsyncEngine) -> None:
-    """Bring the schema to `head_revision()`, safely when several processes try at once (see `_migrating`).
+    """Bring the schema to `head_revision()`, safely when several processes try at once (see `_migrating`), then
+    finish what the revisions leave for after their commit (`fill_in`), also on a database already at it.
 
     Raises:
         SchemaMismatch: A newer session-store migrated the database past what this one knows, and said nothing
@@ -131,6 +133,7 @@ async def upgrade(engine: AsyncEngine) -> None:
     """
     async with _migrating(engine) as connection:
         await connection.run_sync(_upgrade)
+    await fill_in(engine)
 
 
 def _upgrade(connection: Connection) -> None:
@@ -230,9 +233,12 @@ async def check_schema(engine: AsyncEngine, url: URL, *, migrate_empty: bool = T
     if migrate_empty:
         async with _migrating(engine) as connection:
             revision, has_tables, compatible_from = await connection.run_sync(_state)
-            if revision is None and not has_tables:
+            made = revision is None and not has_tables
+            if made:
                 await connection.run_sync(_upgrade)
-                return
+        if made:
+            await fill_in(engine)
+            return
     else:
         # Under the lock too: read without it, the revision and the tables could straddle another process's
         # migration committing (no revision yet, then its tables), and a migrated database be called a foreign one.
