@@ -303,3 +303,12 @@ def test_chat_quick() -> None:
         resubmissions = ('edit recent', 'edit old', 'regenerate old')
         for growth, name in zip(map(number, match.groups()), resubmissions, strict=True):
             assert close(growth, figures['2k', name], figures['500', name]), match.group(0)
+
+
+def test_migration_quick() -> None:
+    output = run_quick('migration')
+    if '=== PostgreSQL figures skipped' in output:
+        assert not os.environ.get('CI'), f'PostgreSQL is required under CI: {output}'
+        return
+    line = rf'^migration 0004 -> head of 20,000 messages on PostgreSQL: {N} s, longest write {N} ms \({N} writes\), '
+    assert re.search(line + rf'with no migration {N} ms$', output, re.MULTILINE), output
