@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ('Base', 'MessageRow', 'SegmentRow', 'SessionRow', 'SummaryRow')
@@ -92,11 +92,19 @@ class MessageRow(Base):
     __tablename__ = 'messages'
     __table_args__ = (
         UniqueConstraint('segment_pk', 'position', name='uq_messages_segment_position'),
-        Index('ix_messages_session_ui_id', 'session_pk', 'ui_message_id'),
+        # Only the rows with an id (a front end's prompts), built after the revisions (`_db.backfills`).
+        Index(
+            'ix_messages_ui_id',
+            'session_pk',
+            'ui_message_id',
+            postgresql_where=text('ui_message_id IS NOT NULL'),
+            sqlite_where=text('ui_message_id IS NOT NULL'),
+        ),
     )
 
     pk: Mapped[int] = mapped_column(Key, primary_key=True, autoincrement=True)
-    session_pk: Mapped[int] = mapped_column(Key, ForeignKey('sessions.pk', ondelete='CASCADE'))
+    session_pk: Mapped[int] = mapped_column(Key)
+    """Its segment's session (no key of its own on PostgreSQL since revision 0007: the segment's holds it)."""
     segment_pk: Mapped[int] = mapped_column(Key, ForeignKey('segments.pk', ondelete='CASCADE'))
     position: Mapped[int] = mapped_column(Integer)
     entry_id: Mapped[str] = mapped_column(String(64), unique=True)

@@ -370,7 +370,7 @@ async def test_the_lookup_is_one_select_on_indexes(store_factory: StoreFactory) 
         ).compile(dialect=store.engine.dialect, compile_kwargs={'literal_binds': True})
         if store.engine.dialect.name == 'sqlite':
             plan = ' | '.join(str(r[-1]) for r in await db.execute(text(f'EXPLAIN QUERY PLAN {bound}')))
-            assert 'USING INDEX ix_messages_session_ui_id (session_pk=? AND ui_message_id=?)' in plan, plan
+            assert 'USING INDEX ix_messages_ui_id (session_pk=? AND ui_message_id=?)' in plan, plan
             assert re.search(r'USING INDEX sqlite_autoindex_messages_\d \(entry_id=\?\)', plan), plan
             assert 'SCAN messages' not in plan, plan
         else:

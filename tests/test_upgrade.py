@@ -276,7 +276,7 @@ async def _check_0004_backfilled(url: str, before: list[tuple[str, str | None]])
     async with SessionStore(url, encryption=keys('k1')) as store:
         async with store.engine.connect() as connection:
             indexes = await connection.run_sync(lambda sync: sa.inspect(sync).get_indexes('messages'))
-        assert {'name': 'ix_messages_session_ui_id', 'column_names': ['session_pk', 'ui_message_id']} in [
+        assert {'name': 'ix_messages_ui_id', 'column_names': ['session_pk', 'ui_message_id']} in [
             {'name': i['name'], 'column_names': i['column_names']} for i in indexes
         ]
         after = await column(store)
@@ -312,7 +312,7 @@ async def _as_an_older_release_left_it(url: str) -> None:
     async with SessionStore(url) as store:
         async with store.engine.begin() as connection:
             await connection.execute(text('UPDATE messages SET ui_message_id = NULL'))
-            await connection.execute(text('DROP INDEX ix_messages_session_ui_id'))
+            await connection.execute(text('DROP INDEX ix_messages_ui_id'))
         assert [ui_id for _, ui_id in await column(store)] == [None] * len(CHAT_COLUMN)
         assert await found(store, 'c1', 'u1') == []
 
@@ -323,7 +323,7 @@ async def _check_filled_in(url: str) -> None:
         await check_chat_found(store)
         async with store.engine.connect() as connection:
             indexes = await connection.run_sync(lambda sync: sa.inspect(sync).get_indexes('messages'))
-        assert 'ix_messages_session_ui_id' in [i['name'] for i in indexes]
+        assert 'ix_messages_ui_id' in [i['name'] for i in indexes]
 
 
 # Conversation titles (revision 0006), and the compatibility stamp
@@ -391,8 +391,8 @@ LATER_REVISION = '''"""A later release's additive revision, for the tests: a nul
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0007'
-down_revision = '0006'
+revision = '0008'
+down_revision = '0007'
 branch_labels = None
 depends_on = None
 
@@ -403,21 +403,21 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute("DELETE FROM schema_compatibility WHERE revision = '0007'")
+    op.execute("DELETE FROM schema_compatibility WHERE revision = '0008'")
     op.drop_column('sessions', 'later_release_column')
 '''
 
-STAMP_0007 = "op.execute(\"INSERT INTO schema_compatibility (revision, compatible_from) VALUES ('0007', '0006')\")"
-"""What an additive revision after 0006 writes: the releases at 0006 on may use a database at it."""
+STAMP_0008 = "op.execute(\"INSERT INTO schema_compatibility (revision, compatible_from) VALUES ('0008', '0007')\")"
+"""What an additive revision after 0007 writes: the releases at 0007 on may use a database at it."""
 
 
 def later_scripts(folder: Path, *, stamped: bool) -> Path:
-    """This version's migrations, copied to `folder`, with a later release's revision 0007 after them."""
+    """This version's migrations, copied to `folder`, with a later release's revision 0008 after them."""
     scripts = folder / 'migrations'
     shutil.copytree(migrations_dir(), scripts, ignore=shutil.ignore_patterns('__pycache__'))
-    what = ', stamped compatible from 0006' if stamped else ', not stamped compatible'
-    source = LATER_REVISION.format(what=what, stamp=STAMP_0007 if stamped else 'pass')
-    (scripts / 'versions' / '0007_later.py').write_text(source)
+    what = ', stamped compatible from 0007' if stamped else ', not stamped compatible'
+    source = LATER_REVISION.format(what=what, stamp=STAMP_0008 if stamped else 'pass')
+    (scripts / 'versions' / '0008_later.py').write_text(source)
     return scripts
 
 
@@ -444,7 +444,7 @@ def test_a_later_additive_revision_stamped_compatible_opens_and_works(
     asyncio.run(upgrade_with(url, later_scripts(tmp_path, stamped=True)))
     asyncio.run(_check_later_revision_works(url))
     said = ok(cli('migrate', db=url, cwd=tmp_path))
-    assert 'schema revision 0007' in said and 'nothing to do' in said
+    assert 'schema revision 0008' in said and 'nothing to do' in said
     assert 'c1' in ok(cli('sessions', db=url, cwd=tmp_path))
 
 
@@ -452,7 +452,7 @@ async def _check_later_revision_works(url: str) -> None:
     agent = scripted_agent(ParallelToolAssistant())
     async with SessionStore(url) as store:
         async with store.engine.connect() as connection:
-            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0007'
+            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0008'
         session = await store.session('s1', scope='team')
         await session.run(agent, 'Turn M0')
         conversation = await store.conversations.load('c1') or Conversation(conversation_id='c1')
@@ -462,9 +462,9 @@ async def _check_later_revision_works(url: str) -> None:
         assert loaded is not None and len(loaded.messages) == 4
         assert [len(await store.history(s)) for s in ('s1', 'c1')] == [4, 4]
         # Migrating is nothing to do: the database is newer than this version, and safe for it.
-        assert await store.migrate() == '0007'
+        assert await store.migrate() == '0008'
         async with store.engine.connect() as connection:
-            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0007'
+            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0008'
             later = await connection.scalar(text('SELECT count(later_release_column) FROM sessions'))
             assert later == 0, "this version leaves the later release's column as it is"
 
@@ -499,7 +499,7 @@ async def _serve_through_the_migration(url: str, scripts: Path) -> None:
         runs = await serving
         assert len(await store.history('serving', limit=None)) == 4 * runs
         async with store.engine.connect() as connection:
-            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0007'
+            assert await connection.scalar(text('SELECT version_num FROM alembic_version')) == '0008'
 
 
 def test_a_later_revision_not_stamped_compatible_is_refused(new_database: NewDatabase, tmp_path: Path) -> None:
@@ -519,7 +519,7 @@ def test_a_later_revision_not_stamped_compatible_is_refused(new_database: NewDat
 
     # Opening it and migrating it (from Python too, not only `session-store migrate`) refuse it in the same words.
     for attempt in (open_it, migrate_it):
-        with pytest.raises(SchemaMismatch, match=r'revision 0007, which this version .* a newer session-store wrote'):
+        with pytest.raises(SchemaMismatch, match=r'revision 0008, which this version .* a newer session-store wrote'):
             asyncio.run(attempt())
-    fails(cli('sessions', db=url, cwd=tmp_path), '0007', 'a newer session-store wrote it')
-    fails(cli('migrate', db=url, cwd=tmp_path), '0007', 'a newer session-store wrote it')
+    fails(cli('sessions', db=url, cwd=tmp_path), '0008', 'a newer session-store wrote it')
+    fails(cli('migrate', db=url, cwd=tmp_path), '0008', 'a newer session-store wrote it')

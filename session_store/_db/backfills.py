@@ -25,8 +25,11 @@ __all__ = ('BATCH', 'UI_ID_INDEX', 'fill_in')
 BATCH = 500
 """Rows a backfill reads, decodes and updates in one transaction."""
 
-UI_ID_INDEX = 'ix_messages_session_ui_id'
-"""Revision 0005's lookup of a resubmitted prompt by its UI message id, per session."""
+UI_ID_INDEX = 'ix_messages_ui_id'
+"""The lookup of a resubmitted prompt by its UI message id, per session: partial, holding only the rows with an id
+(a user's prompts from a front end), so the other messages (most of them) cost no index entry when stored."""
+_FULL_UI_ID_INDEX = 'ix_messages_session_ui_id'
+"""The index releases before 0.7 built, on every row (NULLs included), which `UI_ID_INDEX` replaces."""
 
 _messages = table(
     'messages',
@@ -94,12 +97,16 @@ def _fill_batch(connection: Connection, after: int | None, /) -> int | None:
 
 
 async def _build_ui_id_index(engine: AsyncEngine) -> None:
-    """Build the UI id index if it isn't there: on PostgreSQL `CONCURRENTLY` (outside a transaction, writes carry on),
-    replacing one a build stopped half-way left invalid."""
-    create = f'CREATE INDEX {{}} IF NOT EXISTS {UI_ID_INDEX} ON messages (session_pk, ui_message_id)'
+    """Build the UI id index if it isn't there, then drop the full one it replaces: on PostgreSQL `CONCURRENTLY`
+    (outside a transaction, writes carry on), replacing one a build stopped half-way left invalid."""
+    create = (
+        f'CREATE INDEX {{}} IF NOT EXISTS {UI_ID_INDEX} ON messages (session_pk, ui_message_id) '
+        'WHERE ui_message_id IS NOT NULL'
+    )
     if engine.dialect.name != 'postgresql':
         async with engine.begin() as connection:
             await connection.execute(text(create.format('')))
+            await connection.execute(text(f'DROP INDEX IF EXISTS {_FULL_UI_ID_INDEX}'))
         return
     async with engine.connect() as connection:
         connection = await connection.execution_options(isolation_level='AUTOCOMMIT')
@@ -110,8 +117,8 @@ async def _build_ui_id_index(engine: AsyncEngine) -> None:
             ),
             {'name': UI_ID_INDEX},
         )
-        if valid:
-            return
-        if valid is not None:  # a concurrent build that failed or was stopped leaves an invalid index behind
+        if valid is False:  # a concurrent build that failed or was stopped leaves an invalid index behind
             await connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS {UI_ID_INDEX}'))
-        await connection.execute(text(create.format('CONCURRENTLY')))
+        if not valid:
+            await connection.execute(text(create.format('CONCURRENTLY')))
+        await connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS {_FULL_UI_ID_INDEX}'))
