@@ -91,6 +91,8 @@ class PeerTurns:
     session: SQLAlchemySession
     turns: Iterator[int]
     size: int
+    url: str
+    """The peer's database."""
     ran: int = 0
 
     def measure(self) -> Measure:
@@ -147,5 +149,5 @@ async def contenders(stack: AsyncExitStack, databases: Databases, sizes: list[in
         engine = peer_engine(peer_url, synchronous_normal=databases.sqlite)
         stack.push_async_callback(engine.dispose)
         await analyze(engine)
-        built.peers[size] = PeerTurns(peer_session(SESSION, engine), itertools.count(size // 4), size)
+        built.peers[size] = PeerTurns(peer_session(SESSION, engine), itertools.count(size // 4), size, peer_url)
     return built

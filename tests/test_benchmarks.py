@@ -312,3 +312,23 @@ def test_migration_quick() -> None:
         return
     line = rf'^migration 0004 -> head of 20,000 messages on PostgreSQL: {N} s, longest write {N} ms \({N} writes\), '
     assert re.search(line + rf'with no migration {N} ms$', output, re.MULTILINE), output
+
+
+def test_server_share_quick() -> None:
+    output = run_quick('server_share')
+    if '=== PostgreSQL figures skipped' in output:
+        assert not os.environ.get('CI'), f'PostgreSQL is required under CI: {output}'
+        return
+    peer = has_peer(output, 'openai-agents')
+    for what in ('door turn', 'Session.run'):
+        share = rf'{N} statements, {N} shared blocks, {N} ms'
+        line = rf'^{re.escape(what)} @1,000 on PostgreSQL: ours {share}'
+        line += rf'; peer {share} -> shared blocks ours/peer {N} x$' if peer else '$'
+        match = re.search(line, output, re.MULTILINE)
+        assert match, f'no {what} line:\n{output}'
+        if peer:
+            ours, theirs, ratio = (number(match.group(i)) for i in (2, 5, 7))
+            assert close(ratio, ours, theirs), match.group(0)
+    sizes = rf'{N} \(table {N}, indexes {N}, TOAST {N}\)'
+    line = rf'^bytes per stored message @1,000 on PostgreSQL: ours {sizes}' + (rf'; peer {sizes}$' if peer else '$')
+    assert re.search(line, output, re.MULTILINE), output
