@@ -31,6 +31,13 @@ The API, smallest first:
       python -m testkit.postgres start DIR   # prints the URL; the server keeps running
       python -m testkit.postgres stop DIR    # stops it and deletes DIR
 
+- ``replicated_pair()``: a context manager yielding a ``ReplicatedPair``, a primary and a streaming standby
+  that every commit waits for (synchronous replication), for a failover test: ``stop_now(pair.primary)`` stops
+  the primary hard, ``promote(pair.standby)`` makes the standby a primary, and
+  ``clear_synchronous_standbys(pair.standby)`` lets the promoted node commit without a standby of its own.
+  ``pair.url`` lists both servers in one libpq multi-host URL with ``target_session_attrs=read-write``.
+  Both servers are stopped and their folder deleted as the block ends.
+
 Only 127.0.0.1 is ever listened on or connected to by what this module starts. When run as root
 (CI is), the server runs as the ``postgres`` system user, because PostgreSQL refuses to run as root.
 """
@@ -51,8 +58,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,16 +71,24 @@ from sqlalchemy.engine import URL, make_url
 
 __all__ = [
     'ENV_VAR',
+    'STANDBY_NAME',
     'PostgresUnavailable',
+    'ReplicatedPair',
     'Server',
+    'clear_synchronous_standbys',
     'drop_database',
     'fresh_database',
     'postgres_url',
+    'promote',
+    'replicated_pair',
     'require_postgres',
     'run_async',
     'seal_template',
     'share_with_child_processes',
+    'start_replicated_pair',
     'start_server',
+    'stop_now',
+    'stop_replicated_pair',
     'stop_server',
 ]
 
@@ -363,6 +380,167 @@ def stop_server(root: Path) -> None:
         except PostgresUnavailable as exc:
             print(f'testkit.postgres: could not stop the server in {root}: {exc}', file=sys.stderr)
     shutil.rmtree(root, ignore_errors=True)
+
+
+# --- a primary and a synchronous standby ------------------------------------------------------
+
+STANDBY_NAME = 'standby'
+"""The standby's ``application_name``, which the primary's ``synchronous_standby_names`` names."""
+
+
+@dataclass(frozen=True)
+class ReplicatedPair:
+    """A primary and a streaming standby of it, each a ``Server`` of its own, in one folder."""
+
+    primary: Server
+    standby: Server
+    root: Path
+    """The folder holding both servers' folders; ``stop_replicated_pair`` removes it."""
+
+    @property
+    def url(self) -> str:
+        """Both servers in one libpq multi-host URL, primary first, that connects to whichever takes writes."""
+        primary, standby = make_url(self.primary.url), make_url(self.standby.url)
+        login = f'{primary.username}:{primary.password}'
+        hosts = f'{HOST}:{primary.port},{HOST}:{standby.port}'
+        return f'postgresql+asyncpg://{login}@{hosts}/{primary.database}?target_session_attrs=read-write'
+
+
+def start_replicated_pair(root: Path | None = None) -> ReplicatedPair:
+    """Start a primary and a standby that streams from it (``pg_basebackup -R``), in ``root`` (a new temporary
+    folder if None), and return once the standby is the primary's synchronous standby.
+
+    The primary is ``start_server``'s, with ``synchronous_commit = on`` and ``synchronous_standby_names`` naming
+    the standby (``STANDBY_NAME``): a commit returns only once the standby has it. Both settings are in the
+    primary's ``postgresql.auto.conf``, which the base backup copies, so the standby has them too and, once
+    promoted, waits for a standby of its own at every commit until ``clear_synchronous_standbys`` (as a node
+    configured alike would in production). Stop both with ``stop_replicated_pair``. Raises PostgresUnavailable
+    when they can't be started, after undoing whatever was started.
+    """
+    bindir = _bindir()
+    user = _server_user()
+    root = Path(tempfile.mkdtemp(prefix='session-store-pg-pair-')) if root is None else root.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if any(root.iterdir()):
+        raise PostgresUnavailable(f'{root} is not empty')
+    folders = (root / 'primary', root / 'standby')
+    for folder in (root, *folders):
+        folder.mkdir(exist_ok=True)
+        if user is not None:
+            account = pwd.getpwnam(user)
+            os.chown(folder, account.pw_uid, account.pw_gid)
+        folder.chmod(0o700)
+    try:
+        primary = _start(bindir, user, folders[0])
+        standby = _start_standby(bindir, user, primary, folders[1])
+        return ReplicatedPair(primary, standby, root)
+    except BaseException:
+        _stop_folders(root, folders)
+        raise
+
+
+def _start_standby(bindir: Path, user: str | None, primary: Server, root: Path) -> Server:
+    """Make ``root``'s cluster a base backup of ``primary``, start it as its standby, and make it synchronous."""
+    url = make_url(primary.url)
+    names = f"'{STANDBY_NAME}'"
+    # ALTER SYSTEM writes postgresql.auto.conf, which the base backup copies: the standby is set up alike. Only
+    # after the standby is streaming does the primary reload them, or its commits would wait for nobody.
+    run_async(
+        lambda: _execute(
+            url,
+            "ALTER SYSTEM SET synchronous_commit = 'on'",
+            f'ALTER SYSTEM SET synchronous_standby_names = {names}',
+        )
+    )
+    conninfo = (
+        f'host={HOST} port={url.port} user={url.username} password={url.password} application_name={STANDBY_NAME}'
+    )
+    data = root / 'data'
+    # -R: standby.signal and primary_conninfo (this conninfo, with its application_name) in the copy.
+    _run(
+        [bindir / 'pg_basebackup', '-D', data, '-d', conninfo, '-R', '-X', 'stream', '-c', 'fast', '--no-sync'],
+        user,
+        root,
+    )
+    port = _free_port()
+    # The copy's postgresql.conf is the primary's: later lines win, so the standby gets a port and socket of its own.
+    with (data / 'postgresql.conf').open('a') as conf:
+        conf.write(f"\n# the standby\nport = {port}\nunix_socket_directories = '{root}'\n")
+    _run(
+        [bindir / 'pg_ctl', 'start', '--wait', '--timeout=60', '--silent', '-D', data, '-l', root / 'server.log'],
+        user,
+        root,
+    )
+    run_async(lambda: _execute(url, 'SELECT pg_reload_conf()'))
+    _wait_for_sync_standby(url)
+    standby = url.set(port=port)
+    version = run_async(lambda: _execute(standby))
+    return Server(standby.render_as_string(hide_password=False), root, version, bindir)
+
+
+def _wait_for_sync_standby(primary: URL, timeout: float = 60.0) -> None:
+    """Return once the primary names its standby synchronous in ``pg_stat_replication``."""
+
+    async def sync_state() -> str | None:
+        conn = await asyncpg.connect(_asyncpg_dsn(primary), timeout=CONNECT_TIMEOUT)
+        try:
+            query = 'SELECT sync_state FROM pg_stat_replication WHERE application_name = $1'
+            return await conn.fetchval(query, STANDBY_NAME)  # type: ignore[no-any-return]
+        finally:
+            await conn.close()
+
+    deadline = time.monotonic() + timeout
+    while (state := run_async(sync_state)) != 'sync':
+        if time.monotonic() > deadline:
+            raise PostgresUnavailable(f'the standby did not become synchronous within {timeout:g} s: {state!r}')
+        time.sleep(0.1)
+
+
+def stop_now(server: Server) -> None:
+    """Stop ``server`` hard (``pg_ctl stop -m immediate``: its processes quit at once, as in a crash), keeping
+    its folder, which ``stop_server`` or ``stop_replicated_pair`` removes later."""
+    _run(
+        [server.bindir / 'pg_ctl', 'stop', '--mode=immediate', '--wait', '--silent', '-D', server.root / 'data'],
+        _server_user(),
+        server.root,
+    )
+
+
+def promote(server: Server) -> None:
+    """Promote the standby ``server`` to a primary (``pg_ctl promote``); return once it takes writes."""
+    _run(
+        [server.bindir / 'pg_ctl', 'promote', '--wait', '--silent', '-D', server.root / 'data'],
+        _server_user(),
+        server.root,
+    )
+
+
+def clear_synchronous_standbys(server: Server) -> None:
+    """Empty ``synchronous_standby_names`` on ``server`` and reload: its commits stop waiting for a standby, and
+    those waiting now go on. A promoted standby that inherited the setting needs it, having no standby itself."""
+    url = make_url(server.url)
+    run_async(lambda: _execute(url, "ALTER SYSTEM SET synchronous_standby_names = ''", 'SELECT pg_reload_conf()'))
+
+
+def stop_replicated_pair(root: Path) -> None:
+    """Stop both servers of the pair in ``root`` (whichever still run) and delete ``root``; never fails."""
+    _stop_folders(root, (root / 'standby', root / 'primary'))
+
+
+def _stop_folders(root: Path, folders: tuple[Path, ...]) -> None:
+    for folder in folders:
+        stop_server(folder)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def replicated_pair() -> Iterator[ReplicatedPair]:
+    """``start_replicated_pair()`` in a new temporary folder, stopped and deleted as the block ends."""
+    pair = start_replicated_pair()
+    try:
+        yield pair
+    finally:
+        stop_replicated_pair(pair.root)
 
 
 # --- what the tests call ---------------------------------------------------------------------
