@@ -166,11 +166,12 @@ class Database:
         server restart gets a live one rather than failing on a stale one.
         """
         await self.ready(writing=False)
-        async with self._parking.using(), self._readers() as db:
-            try:
+        # Around the session's closing too: on a connection the server just dropped, its rollback fails.
+        try:
+            async with self._parking.using(), self._readers() as db:
                 yield db
-            except Exception as error:
-                raise self._translated(error, None, writing=False) from error
+        except Exception as error:
+            raise self._translated(error, None, writing=False) from error
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
