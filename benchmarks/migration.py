@@ -10,9 +10,9 @@ Run it from the repo root (the project venv):
 is filled a batch per transaction and its index built `CONCURRENTLY`. Meanwhile a writer inserts a message a
 statement at a time, each its own transaction, as a process of the release before goes on storing turns. The
 figure is the longest one of those inserts took while the migration ran, beside the longest over as long a time
-with no migration (the baseline: what the machine's load alone makes). Releases up to 0.6 ran the revisions, the
-backfill and the index build in one transaction, and `ADD COLUMN` holds `messages`' exclusive lock until its
-commit: measured so on 1,000,000 messages, the writer waited the whole migration (97 s).
+with no migration (the baseline: what the machine's load alone makes). Releases before revision 0007 ran the
+revisions, the backfill and the index build in one transaction, and `ADD COLUMN` holds `messages`' exclusive lock
+until its commit: measured so on 1,000,000 messages, the writer waited the whole migration (97 s).
 
 The archive: a few hundred messages stored through the conversation door, their prompts carrying UI ids as a chat
 front end's do (`VercelAIAdapter.load_messages`), copied in SQL to the size asked. PostgreSQL only (the server

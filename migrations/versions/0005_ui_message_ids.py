@@ -36,7 +36,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # The index is built after the revision commits, so a downgrade may come before it was: under its name from
-    # before 0.7, or its partial successor's.
+    # before revision 0007, or its partial successor's.
     op.execute('DROP INDEX IF EXISTS ix_messages_session_ui_id')
     op.execute('DROP INDEX IF EXISTS ix_messages_ui_id')
     # In place on SQLite too (3.35's DROP COLUMN): rebuilding `messages` would drop its full-text triggers.

@@ -29,7 +29,7 @@ UI_ID_INDEX = 'ix_messages_ui_id'
 """The lookup of a resubmitted prompt by its UI message id, per session: partial, holding only the rows with an id
 (a user's prompts from a front end), so the other messages (most of them) cost no index entry when stored."""
 _FULL_UI_ID_INDEX = 'ix_messages_session_ui_id'
-"""The index releases before 0.7 built, on every row (NULLs included), which `UI_ID_INDEX` replaces."""
+"""The index releases before revision 0007 built, on every row (NULLs included), which `UI_ID_INDEX` replaces."""
 
 _messages = table(
     'messages',
