@@ -26,7 +26,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from contextvars import ContextVar
-from copy import copy
+from copy import copy, deepcopy
 from itertools import pairwise
 from typing import Any, NamedTuple
 
@@ -99,6 +99,13 @@ class _Entries(NamedTuple):
     entries: tuple[ConversationEntry, ...]
 
 
+def _handed_out(entries: Sequence[ConversationEntry]) -> list[ConversationEntry]:
+    """`entries` with copies of their messages, to hand out: the window kept in memory holds the messages
+    themselves, and a caller changing a loaded one in place must not change what the next load returns (the
+    conformance suite's `isolation` check)."""
+    return [ConversationEntry(id=e.id, parent_id=e.parent_id, message=deepcopy(e.message)) for e in entries]
+
+
 def _unstorable(conversation_id: str, detail: str) -> UserError:
     return UserError(
         f'Conversation {conversation_id!r} cannot be saved: {detail}. New entries must form one chain from '
@@ -147,9 +154,9 @@ class SQLConversationStore(ConversationStore):
         self._usages: Recent[str, tuple[dict[str, Any] | None, RunUsage]] = Recent()
         """The usage each conversation's row held when it was parsed last, with what it parsed to."""
         self._entries: Recent[str, _Entries] = Recent()
-        """The entries each conversation's window kept in memory was last handed out as: the same window (the object
-        kept at one revision) is the same entries, frozen, so each load hands out a list of the same ones; a save
-        that grows the window extends them by its own."""
+        """The entries each conversation's window kept in memory was last made into: the same window (the object
+        kept at one revision) is the same entries, made once, and each load hands out copies of their messages; a
+        save that grows the window extends them by its own."""
         self.processor = processor
         """The store's processor, if it was given one. With it, `load` hands back the window a `Session` would
         run from (compacting it first when the trigger holds, and storing that summary) and `read_history` of
@@ -392,7 +399,7 @@ class SQLConversationStore(ConversationStore):
         window = None if head is None else self._runs.kept(session_id, head.revision)
         made = None if window is None else self._entries.peek(session_id)
         if made is not None and made.window() is window and made.processor is processor and made.head_id == head_id:
-            return list(made.entries)
+            return _handed_out(made.entries)
         if window is None:
             loaded = await self._runs.load_window(session_id, None, processor)
             window = self._runs.kept(session_id, loaded.revision)  # the one just read
@@ -411,7 +418,7 @@ class SQLConversationStore(ConversationStore):
         entries = window_entries(loaded, parent)
         if window is not None:
             self._entries.put(session_id, _Entries(weakref.ref(window), processor, head_id, tuple(entries)))
-        return entries
+        return _handed_out(entries)
 
     def _extend_entries(
         self,
@@ -494,10 +501,10 @@ class SQLConversationStore(ConversationStore):
                 await refuse_resent_prompt(self._database, conversation_id, new_entries)
             # Most saves append a run after the stored head: the run cycle's own write, as a Session's run.
             appended = RunRecord(
-                # Copies, for the window kept in memory that the next load hands out and marks kept (the mark is
-                # on the objects): the caller's own may sit in other histories too (a few-shot example, a canned
-                # reply), whose runs no store feeds. A shallow copy, once per message saved, decodes nothing.
-                messages=[copy(e.message) for e in new_entries],
+                # Copies, for the window kept in memory: the caller's own may sit in other histories too (a few-shot
+                # example, a canned reply), whose runs no store feeds, and may be changed in place after the save.
+                # Deep, as a shallow copy shares the parts; once per message saved, it decodes nothing.
+                messages=[deepcopy(e.message) for e in new_entries],
                 tokens=tokens,
                 head_end=0,
                 window_start=0,
