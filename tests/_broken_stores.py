@@ -1,5 +1,6 @@
 """Backends broken on purpose, one defect each, to show the conformance suite names it: each is the docs page's
-`DictConversationStore` with one thing done wrong."""
+`DictConversationStore` with one thing done wrong. A class attribute `without` or `erases` is what the store is
+declared with (`tests/test_conformance_bites.py` reads them): `KeepsEntries` is the dict store declared as erasing."""
 
 from __future__ import annotations
 
@@ -62,9 +63,8 @@ class LeaksScopes(DictConversationStore):
         await super().delete(conversation_id)
 
 
-class HalfWrites(_Broken):
-    """Stores a save's entries one at a time, moving the record's head along with each, under a lock every
-    primitive takes, so no other task ever sees the save part-way; a cancelled save stays part-way."""
+class _Locked(_Broken):
+    """Takes a lock in every primitive, so no other task ever sees a write part-way (a cancelled one stays so)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -77,6 +77,11 @@ class HalfWrites(_Broken):
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         async with self.lock:
             return await super().read_entry(entry_id)
+
+
+class HalfWrites(_Locked):
+    """Stores a save's entries one at a time, moving the record's head along with each, under the lock: a
+    cancelled save stays part-way."""
 
     async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
         if not new_entries:
@@ -107,3 +112,81 @@ class DropsNul(_Broken):
         await super().write(record, new_entries, expected_revision)
         for entry in new_entries:
             self.entries[entry.id] = self.entries[entry.id].replace(b'\\u0000', b'')
+
+
+class IgnoresRevisionsWithoutFork(IgnoresRevisions):
+    """`IgnoresRevisions` declared without `fork` (`without = ('fork',)`): only a fork onto a stored id reached
+    its `write_record` without pydantic-ai's own revision check first, so nothing else showed the defect."""
+
+    without = ('fork',)
+
+
+class KeepsLosersEntries(_Broken):
+    """Stores a write's entries, then checks the revision: a write that conflicts leaves its entries stored, read
+    by their ids though no record reaches them (rows inserted before the revision check's UPDATE, say)."""
+
+    async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
+        for entry in new_entries:
+            self.entries[entry.id] = ENTRY.dump_json(entry)
+        await super().write(record, new_entries, expected_revision)
+
+
+class SharesMessages(DictConversationStore):
+    """Decodes each entry once and hands out that very object on every read after (a cache of decoded entries):
+    a caller changing a loaded message in place, without saving, changes what the next load returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoded: dict[str, ConversationEntry] = {}
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        found = self.decoded.get(entry_id)
+        if found is None:
+            found = self.decoded[entry_id] = await super().read_entry(entry_id)
+        return found
+
+
+class KeepsEntries(DictConversationStore):
+    """Declares that its delete erases (`erases = True`), and keeps the deleted conversation's entries, as the dict
+    store does: `read_entry` of its head still answers."""
+
+    erases = True
+
+
+class KeepsBranches(DictConversationStore):
+    """Declares that its delete erases (`erases = True`), and erases the entries of the deleted conversation's
+    active path that no remaining conversation reaches, but not those of the branches it left."""
+
+    erases = True
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        stored = await self.read_record(conversation_id)
+        await super().delete_record(conversation_id, expected_revision=expected_revision)
+        assert stored is not None
+        reached = {
+            entry.id
+            for record in await self.read_records()
+            for tip in [record.head_id, *record.branches]
+            for entry in await self.read_history(tip)
+        }
+        for entry in await self.read_history(stored.head_id):
+            if entry.id not in reached:
+                del self.entries[entry.id]
+
+
+class RecordFirst(_Locked):
+    """Stores the record, then the save's entries a moment later, under the lock: a save cancelled between leaves a
+    record whose head is no stored entry, so its conversation no longer loads (a dict's bare `KeyError`)."""
+
+    async def write(self, record: ConversationRecord, new_entries: Entries, expected_revision: str | None) -> None:
+        if not new_entries:
+            await super().write(record, new_entries, expected_revision)
+            return
+        async with self.lock:
+            stored = await DictConversationStore.read_record(self, record.conversation_id)
+            if (None if stored is None else stored.revision) != expected_revision:
+                raise ConversationConflict(record.conversation_id)
+            entries = [(entry.id, ENTRY.dump_json(entry)) for entry in new_entries]  # a refusal stores nothing
+            self.records[record.conversation_id] = RECORD.dump_json(record)
+            await asyncio.sleep(0)
+            self.entries.update(entries)

@@ -57,18 +57,18 @@ def _processor() -> SlidingWindowProcessor:
     return SlidingWindowProcessor(trigger=('messages', 8), keep=('messages', 4))
 
 
-@conformance_backend(examples=examples(6), steps=15)
+@conformance_backend(examples=examples(6), steps=15, erases=True)
 def reference(folder: Path) -> ConversationStore:
     return InMemoryConversationStore()
 
 
-@_quick(persistent=True, process_marks=[pytest.mark.slow])
+@_quick(persistent=True, erases=True, process_marks=[pytest.mark.slow])
 async def sqlite(folder: Path) -> AsyncIterator[ConversationStore]:
     async with SessionStore(f'sqlite+aiosqlite:///{folder}/sessions.db') as store:
         yield store.conversations
 
 
-@_slow(persistent=True, divergences=_WINDOW)
+@_slow(persistent=True, erases=True, divergences=_WINDOW)
 async def sqlite_window(folder: Path) -> AsyncIterator[ConversationStore]:
     async with SessionStore(f'sqlite+aiosqlite:///{folder}/sessions.db', processor=_processor()) as store:
         yield store.conversations
@@ -118,19 +118,19 @@ def _through_pooler(url: str) -> str:
     )
 
 
-@_slow(persistent=True)
+@_slow(persistent=True, erases=True)
 async def postgresql(folder: Path) -> AsyncIterator[ConversationStore]:
     async with SessionStore(_database(folder)) as store:
         yield store.conversations
 
 
-@_slow(persistent=True)
+@_slow(persistent=True, erases=True)
 async def postgresql_pgbouncer(folder: Path) -> AsyncIterator[ConversationStore]:
     async with SessionStore(_database(folder, pooled=True)) as store:
         yield store.conversations
 
 
-@_slow(persistent=True, divergences=_WINDOW)
+@_slow(persistent=True, erases=True, divergences=_WINDOW)
 async def postgresql_window(folder: Path) -> AsyncIterator[ConversationStore]:
     async with SessionStore(_database(folder), processor=_processor()) as store:
         yield store.conversations

@@ -15,7 +15,7 @@ import pytest
 from docs.examples import dict_store
 from session_store.conformance import CHECKS
 
-PASSES = {'semantics', 'revisions', 'concurrency', 'atomicity', 'scopes', 'bad_input'}
+PASSES = {'semantics', 'revisions', 'orphans', 'isolation', 'concurrency', 'atomicity', 'scopes', 'bad_input'}
 """What the page says the dict store passes; the rest skip, as it is not persistent (and cost is optional)."""
 
 

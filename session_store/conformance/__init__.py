@@ -38,6 +38,7 @@ from ._backend import (
     importable,
 )
 from ._checks import CHECK_FUNCTIONS, REQUIREMENTS
+from ._diff import bounded
 from ._harness import Harness
 from ._semantics import semantics
 
@@ -92,6 +93,11 @@ def run_check(
         raise Skipped(
             'the backend is not persistent (declare persistent=True when two stores over one folder share data)'
         )
+    if 'erases' in needs and not backend.erases:
+        raise Skipped(
+            'the backend does not declare that its delete erases (declare erases=True when no read finds a '
+            "deleted conversation's entries after)"
+        )
     if 'processes' in needs and child is None:
         raise Skipped(f'no child process can open the backend: {child_reason}')
     if check == 'cost' and not cost:
@@ -126,7 +132,7 @@ def validate(
         except Skipped as skipped:
             status, detail = 'skipped', str(skipped)
         except Exception as error:  # a check's failure is whatever the backend or an assertion raised
-            status, detail = 'failed', f'{type(error).__name__}: {error}'
+            status, detail = 'failed', bounded(f'{type(error).__name__}: {error}')
         outcomes.append(Outcome(check, status, detail, backend.divergences.get(check)))
     return outcomes
 

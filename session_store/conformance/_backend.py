@@ -20,6 +20,9 @@ __all__ = ('CHECKS', 'Capabilities', 'ConformanceBackend', 'Factory', 'conforman
 CHECKS = (
     'semantics',
     'revisions',
+    'orphans',
+    'isolation',
+    'erasure',
     'concurrency',
     'concurrency_processes',
     'atomicity',
@@ -60,6 +63,9 @@ class ConformanceBackend:
     """Known divergences, check name to reason: each runs as a strict xfail."""
     without: frozenset[str] = frozenset()
     """Optional capabilities (`trees`, `fork`, `limit`) declared unsupported; others are detected."""
+    erases: bool = False
+    """Whether `delete` erases the entries no remaining conversation reaches, so that no read finds them after
+    (the protocol leaves it to the backend, which is to say what it does): the `erasure` check holds it to it."""
     marks: Sequence[Any] = ()
     """pytest marks for every check of this backend (a project's slow tier, say)."""
     process_marks: Sequence[Any] = ()
@@ -86,6 +92,7 @@ def conformance_backend(
     persistent: bool = False,
     divergences: Mapping[str, str] | None = None,
     without: Sequence[str] = (),
+    erases: bool = False,
     marks: Sequence[Any] = (),
     process_marks: Sequence[Any] = (),
     examples: int = 20,
@@ -100,6 +107,7 @@ def conformance_backend(
             persistent=persistent,
             divergences=dict(divergences or {}),
             without=frozenset(without),
+            erases=erases,
             marks=tuple(marks),
             process_marks=tuple(process_marks),
             examples=examples,

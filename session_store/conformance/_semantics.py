@@ -23,6 +23,7 @@ from pydantic_ai.conversation_store import ConversationConflict, ConversationSto
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import RunUsage
 
+from ._diff import difference
 from ._harness import Harness
 from ._messages import dumped, turn
 
@@ -181,25 +182,28 @@ class _Machine(RuleBasedStateMachine):
 
     @invariant()
     def agree(self) -> None:
-        views = [self.loop.run_until_complete(self._view(store)) for store in (self.store, self.reference)]
-        for mine, theirs in zip(views[0], views[1], strict=True):
-            assert mine == theirs, (
-                f'after {self.log}: the backend holds {mine[0]} {mine[1:]}, the reference {theirs[1:]}'
+        mine, theirs = (self.loop.run_until_complete(self._view(store)) for store in (self.store, self.reference))
+        if mine != theirs:
+            # Checked after every operation, so the first to differ is the last one applied.
+            last, earlier = (self.log[-1], self.log[:-1]) if self.log else ('nothing', [])
+            raise AssertionError(
+                f'after {last} (operation {len(self.log)} of this example; those before it: {earlier}), the '
+                f'backend and the reference hold different things: {difference(mine, theirs)}'
             )
 
-    async def _view(self, store: ConversationStore) -> list[Any]:
-        """What the store holds of this example, without its own entry ids."""
+    async def _view(self, store: ConversationStore) -> dict[str, Any]:
+        """What the store holds of this example, without its own entry ids, by what and conversation."""
         listed = [
             r.conversation_id for r in await store.list_conversations() if r.conversation_id.startswith(self.prefix)
         ]
-        view: list[Any] = [('listed', listed)]
+        view: dict[str, Any] = {'listed': listed}
         for scope in self.scopes[1:]:
             by_scope = [r.conversation_id for r in await store.list_conversations(scope=scope)]
-            view.append((f'listed under {scope}', by_scope, len(await store.list_conversations(scope=scope, limit=1))))
+            view[f'listed under {scope}'] = (by_scope, len(await store.list_conversations(scope=scope, limit=1)))
         for conversation_id in self.ids:
             record = await store.read_record(conversation_id)
             if record is None:
-                view.append((conversation_id, None, await store.load(conversation_id)))
+                view[conversation_id] = {'record': None, 'loads': await store.load(conversation_id)}
                 continue
             loaded = await store.load(conversation_id)
             entries = await store.load_entries(conversation_id)
@@ -222,21 +226,18 @@ class _Machine(RuleBasedStateMachine):
                     windows.append(
                         (None if window is None else dumped(window.messages), dumped([e.message for e in head]))
                     )
-            view.append(
-                (
-                    conversation_id,
-                    dumped(loaded.messages),
-                    entries[0].parent_id if entries else None,
-                    chain,
-                    loaded.usage,
-                    record.scope,
-                    [dumped(path) for path in paths],
-                    record.forked_from,
-                    None if forked_at is None else dumped(forked_at),
-                    windows,
-                    record.head_id is None,
-                )
-            )
+            view[conversation_id] = {
+                'messages': dumped(loaded.messages),
+                "the first entry's parent": entries[0].parent_id if entries else None,
+                'entries chained': chain,
+                'usage': loaded.usage,
+                'scope': record.scope,
+                'branches': [dumped(path) for path in paths],
+                'forked from': record.forked_from,
+                'forked at': None if forked_at is None else dumped(forked_at),
+                'windows (load, read_history) at limit 0, 1, 3': windows,
+                'no head': record.head_id is None,
+            }
         return view
 
 
