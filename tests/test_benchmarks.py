@@ -332,3 +332,30 @@ def test_server_share_quick() -> None:
     sizes = rf'{N} \(table {N}, indexes {N}, TOAST {N}\)'
     line = rf'^bytes per stored message @1,000 on PostgreSQL: ours {sizes}' + (rf'; peer {sizes}$' if peer else '$')
     assert re.search(line, output, re.MULTILINE), output
+
+
+def test_instructions_quick() -> None:
+    import shutil
+
+    if shutil.which('valgrind') is None:
+        assert not os.environ.get('CI'), 'valgrind is required under CI (.ci/run installs it)'
+        pytest.skip('valgrind is not installed')
+    output = run_quick('instructions')
+    peer = has_peer(output, 'openai-agents')
+    spread = r'\(spread (\d+\.\d)%\)'
+    for backend in backends(output, '=== PostgreSQL figures skipped'):
+        whats = ('door turn', 'Session.run store part', 'first open')
+        for what, size in [(what, size) for what in whats for size in ('100', '1,000')]:
+            head = rf'^{re.escape(what)} @{size} on {backend}: ours {N} instructions {spread}, peer '
+            tail = rf'{N} {spread} -> ours/peer {N} x$' if peer else re.escape(NOT_MEASURED) + '$'
+            match = re.search(head + tail, output, re.MULTILINE)
+            assert match, f'no {what} line @{size} on {backend}:\n{output}'
+            ours = number(match.group(1))
+            assert 1_000 < ours < 1e10, match.group(0)
+            if peer:
+                theirs, ratio = number(match.group(3)), number(match.group(5))
+                assert close(ratio, ours, theirs), match.group(0)
+            assert all(0 <= float(value) < 1_000 for value in match.groups()[1::2]), match.group(0)
+        for what in ('door turn', 'Session.run store part'):
+            line = rf"^   ours' {re.escape(what)} @1,000 in parts, each \(times a cycle of 5 turns\): .+ {N} \(x 5\)$"
+            assert re.search(line, output, re.MULTILINE), f"no parts of ours' {what} on {backend}:\n{output}"
