@@ -49,6 +49,11 @@ regions a cycle has: a turn's `load` (`compacting load` for the one that summari
 `load_window` and `store_run`. The regions of one cycle differ (a load's window grows by 4 messages a turn until
 it is summarized; SQLite's writes vary from commit to commit), which is why a cycle, not a turn, is the unit.
 
+How repeatable: on PostgreSQL most spreads are under 1% (a first open's, which waits on connecting, up to a few
+%). On SQLite, whose own work is counted in the client, a run's `store_run` and a first open vary from one to the
+next (a sawtooth over successive opens, a commit now and then costing twice the others), so a median of 3 cycles
+can still spread by 5-20% there; `--repeats` narrows it. A default run took 4.5 minutes on this machine.
+
 Sanity checks (assertions): every region was counted (two per ours' turn and run, one per peer turn and per
 open), our windows are at most the trigger plus 2 messages, the peer returns its 20 items. Counts are printed,
 never asserted. With `--quick` (sizes 100 and 1,000, 3 repeats) a run takes a couple of minutes on 2 cores.
