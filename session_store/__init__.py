@@ -31,7 +31,17 @@ if TYPE_CHECKING:
     )
     from .exports import ExportedSegment, ExportedSummary, SessionExport
     from .recall import Recall
-    from .results import Branch, Removed, Resealed, SearchHit, SessionInfo, SessionWindow, StoredSummary, SummaryChain
+    from .results import (
+        Branch,
+        Removed,
+        Resealed,
+        SearchHit,
+        SessionInfo,
+        SessionWindow,
+        StoredSummary,
+        SummaryChain,
+        Vacuumed,
+    )
     from .session import Session
     from .store import SessionStore
 
@@ -64,6 +74,7 @@ __all__ = (
     'StoredSummary',
     'SummarizerFailed',
     'SummaryChain',
+    'Vacuumed',
     'WindowProcessor',
     'dispatch_chat',
     'run_limits',
@@ -91,6 +102,7 @@ _RESULTS = (
     'SessionWindow',
     'StoredSummary',
     'SummaryChain',
+    'Vacuumed',
 )
 _HOMES: dict[str, str] = {
     'DEFAULT_URL': '._db.engine',

@@ -21,6 +21,7 @@ __all__ = (
     'SessionWindow',
     'StoredSummary',
     'SummaryChain',
+    'Vacuumed',
 )
 
 
@@ -161,3 +162,22 @@ class Resealed:
     sealed_clear: int = 0
     """Values this pass sealed that were stored clear: a store that was not encrypted before is now, and can be
     read only with these keys."""
+
+
+@dataclass(frozen=True)
+class Vacuumed:
+    """What a `vacuum()` did: whether the database's files now keep nothing of what was deleted, and if not, why."""
+
+    skipped: list[str] = field(default_factory=list[str])
+    """The store's tables PostgreSQL did not let this role vacuum (only their owner, the database's owner or a
+    superuser may): what was deleted from them stays in their files until `owner` runs `vacuum()`. Empty when
+    everything was reclaimed, and always on SQLite."""
+    role: str | None = None
+    """The role that ran it, on PostgreSQL."""
+    owner: str | None = None
+    """The role owning the skipped tables, which may vacuum them; `None` when none was skipped."""
+
+    @property
+    def reclaimed(self) -> bool:
+        """Whether every table was rewritten, so the database's files keep nothing of what was deleted."""
+        return not self.skipped

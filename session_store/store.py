@@ -39,7 +39,7 @@ from .conversations import SQLConversationStore
 from .encryption import Encryption
 from .exports import SessionExport
 from .recall import Recall
-from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, SummaryChain
+from .results import Removed, Resealed, SearchHit, SessionInfo, SessionWindow, SummaryChain, Vacuumed
 from .session import Session
 
 __all__ = ('DEFAULT_URL', 'SessionStore', 'WindowProcessor')
@@ -284,7 +284,7 @@ class SessionStore:
 
         With no `session_id`, every session saved under `scope`, in one transaction: erasing one user's
         data. What was removed comes back. The rows are gone at once; `vacuum()` then makes sure
-        nothing of them survives in the database's bytes.
+        nothing of them survives in the database's files, or says it could not.
 
         Raises:
             ValueError: Neither a session id nor a scope: `delete()` doesn't remove every session.
@@ -319,10 +319,17 @@ class SessionStore:
             self._runs.forget(removed.sessions)
         return removed
 
-    async def vacuum(self) -> None:
-        """Rewrite what could still hold deleted text (SQLite: full-text segments, free pages, the WAL;
-        PostgreSQL: dead rows), so the database's bytes keep none of what `delete` and `prune` removed."""
-        await vacuum(self._database)
+    async def vacuum(self) -> Vacuumed:
+        """Rewrite what could still hold deleted text, so the database's files keep none of what `delete`, `prune`
+        and resealing removed; what it could not rewrite comes back.
+
+        SQLite: the full-text index's segments, the free pages and the WAL. PostgreSQL: `VACUUM FULL` on the
+        store's tables, which writes each anew with its indexes, holding its lock (runs wait) while it does. The
+        server lets only the tables' owner (or the database's owner, or a superuser) vacuum them: opened as another
+        role, the store reclaims nothing, and `Vacuumed.reclaimed` is false, with the tables it skipped and their
+        owner, who can run it.
+        """
+        return await vacuum(self._database)
 
     async def rekey(self, *, batch_size: int = 500, on_batch: Callable[[Resealed], None] | None = None) -> Resealed:
         """Seal every stored value again under the current key (the first of `Encryption.keys`).

@@ -526,7 +526,7 @@ def test_every_command_has_help() -> None:
     assert set(visible) == {
         'branches', 'chat', 'compact', 'context', 'delete', 'demo', 'encrypt', 'eval', 'export', 'fork', 'history',
         'import', 'keygen', 'migrate', 'prune', 'rekey', 'rewind', 'search', 'serve', 'sessions', 'summaries',
-        'switch',
+        'switch', 'vacuum',
     }  # fmt: skip
     for name in visible:
         assert name in top.output

@@ -151,3 +151,4 @@ def test_the_commands_delete_prune_and_vacuum(db_url: str) -> None:
     assert "Deleted session 'c'" in said and '4 messages and 0 summaries' in said
     raw, left = asyncio.run(held())
     assert b'KEEP-C' not in raw and left == []
+    assert "nothing deleted survives in its tables' files" in ok(invoke('vacuum'))

@@ -3,21 +3,27 @@
 A deleted session goes whole, in one transaction: its messages (and their full-text index rows),
 summaries, branches and the session itself. SQLite connections run with `secure_delete`, so the pages
 the rows leave are zeroed; `vacuum` then rewrites what could still hold a deleted word (the full-text
-index's older segments, the WAL's copies of pages) so the file's bytes hold none of it.
+index's older segments, the WAL's copies of pages) so the file's bytes hold none of it. On PostgreSQL a
+delete leaves the rows' bytes in the tables' files, and so does a plain `VACUUM` (it frees the space without
+overwriting it, and a GIN index keeps every word it ever held): `vacuum` runs `VACUUM (FULL, ANALYZE)`, which
+writes each table and its indexes anew, and samples its statistics again. Only the tables' owner may: for
+anyone else the server skips them with a warning, and `vacuum` says which it skipped rather than pretending.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, select, true
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import ColumnElement, delete, func, select, text, true
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from .._db.database import Database
 from .._ids import check_id
 from ..errors import SessionNotFound
-from ..results import Removed
+from ..results import Removed, Vacuumed
 from ..rows import MessageRow, SegmentRow, SessionRow, SummaryRow
 
 __all__ = ('delete_rows', 'remove_sessions', 'vacuum')
@@ -82,12 +88,14 @@ async def delete_rows(db: AsyncSession, session_pks: Sequence[int]) -> None:
     await db.execute(delete(SessionRow).where(SessionRow.pk.in_(session_pks)))
 
 
-async def vacuum(database: Database) -> None:
-    """Rewrite what could still hold deleted text, so the database's bytes hold none of it.
+async def vacuum(database: Database) -> Vacuumed:
+    """Rewrite what could still hold deleted text, so the database's bytes hold none of it; what it could not.
 
     SQLite: the full-text index is merged into one segment (older segments keep deleted words until
-    merged), the file is vacuumed, and the WAL is checkpointed and truncated. PostgreSQL: `VACUUM` on the
-    store's tables, which clears the rows deletes left behind.
+    merged), the file is vacuumed, and the WAL is checkpointed and truncated. PostgreSQL: `VACUUM (FULL,
+    ANALYZE)` on the store's tables that this role may vacuum, each written anew with its indexes and TOAST (the
+    old files are emptied when it commits), and its column statistics sampled again from the rows left (the
+    samples `pg_stats` shows held deleted values); the others are named in `Vacuumed.skipped`.
     """
     # Outside any transaction: VACUUM refuses to run inside one, on either backend.
     async with database.connect() as connection:
@@ -95,5 +103,51 @@ async def vacuum(database: Database) -> None:
             await connection.exec_driver_sql("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             await connection.exec_driver_sql('VACUUM')
             await connection.exec_driver_sql('PRAGMA wal_checkpoint(TRUNCATE)')
-        else:
-            await connection.exec_driver_sql('VACUUM sessions, segments, messages, summaries')
+            return Vacuumed()
+        return await _vacuum_full(connection)
+
+
+TABLES = ('sessions', 'segments', 'messages', 'summaries')
+"""The tables that hold what a delete removes, children of `sessions` after it."""
+
+_WHO_MAY = """
+SELECT c.relname, pg_get_userbyid(c.relowner), current_user,
+       pg_has_role(c.relowner, 'USAGE') OR pg_has_role(d.datdba, 'USAGE'){maintain}
+FROM pg_class c, pg_database d
+WHERE c.oid = ANY(CAST(:tables AS regclass[])) AND d.datname = current_database()
+"""
+"""Who may vacuum each table, by the server's rule: a member of its owner's role or the database owner's
+(superusers are members of every role), or from PostgreSQL 17 on, whoever holds `MAINTAIN` on it."""
+
+
+async def _vacuum_full(connection: AsyncConnection) -> Vacuumed:
+    """`VACUUM (FULL, ANALYZE)` on the store's tables this role may; the rest, and any the server skipped, reported.
+
+    Two checks, since either alone can miss: the catalogue says which tables the role may vacuum (the server
+    sends no warning when `client_min_messages` is above it), and the server's own warnings name any table it
+    skipped all the same (whose rules for who may vacuum vary by version).
+    """
+    version = int(await connection.scalar(text('SHOW server_version_num')) or 0)
+    maintain = " OR has_table_privilege(c.oid, 'MAINTAIN')" if version >= 170000 else ''
+    rows = (await connection.execute(text(_WHO_MAY.format(maintain=maintain)), {'tables': list(TABLES)})).all()
+    owners = {str(name): str(owner) for name, owner, _, _ in rows}
+    role = str(rows[0][2]) if rows else None
+    allowed = [name for name in TABLES if any(row[0] == name and row[3] for row in rows)]
+    skipped = {name for name in TABLES if name not in allowed}
+    if allowed:
+        driver: Any = (await connection.get_raw_connection()).driver_connection  # asyncpg's own
+        warned: list[str] = []
+
+        def listen(_: object, notice: Any) -> None:
+            # `severity_en` is never translated (the server's `lc_messages` translates the rest).
+            if (getattr(notice, 'severity_en', None) or getattr(notice, 'severity', None)) == 'WARNING':
+                warned.append(str(notice.message))
+
+        driver.add_log_listener(listen)
+        try:
+            await connection.exec_driver_sql(f'VACUUM (FULL, ANALYZE) {", ".join(allowed)}')
+        finally:
+            driver.remove_log_listener(listen)
+        skipped.update(name for name in allowed if any(re.search(rf'\b{name}\b', said) for said in warned))
+    listed = [name for name in TABLES if name in skipped]
+    return Vacuumed(skipped=listed, role=role, owner=owners.get(listed[0]) if listed else None)

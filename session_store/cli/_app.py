@@ -188,6 +188,10 @@ COMMANDS: Mapping[str, Listed] = {
     'sessions': Listed('.review', 'List sessions with their message and summary counts.'),
     'summaries': Listed('.review', "Show a session's summary chain and the range each covers."),
     'switch': Listed('.branching', "Make branch N a session's active path."),
+    'vacuum': Listed(
+        '.retention',
+        "Rewrite the database so nothing deleted survives in its files; on PostgreSQL, as the tables' owner.",
+    ),
 }
 """Every command, by the module that defines it (relative to this package). Importing the module registers its
 commands on `main`; the summaries let `--help` list them all without importing any (a test keeps each equal to the

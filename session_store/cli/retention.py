@@ -1,7 +1,8 @@
-"""Deleting for good: `delete` (a session, or every session of a scope) and `prune` (sessions gone quiet).
+"""Deleting for good: `delete` (a session, or every session of a scope), `prune` (sessions gone quiet), `vacuum`.
 
-Both remove whole sessions (every branch, every summary), then vacuum the database so nothing of
-them survives in its bytes, and say what they removed.
+`delete` and `prune` remove whole sessions (every branch, every summary), then vacuum the database so nothing
+of them survives in its files, and say what they removed. A role PostgreSQL does not let vacuum the tables
+(only their owner may) gets one more line saying so, and who runs `vacuum`: the rows are gone all the same.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from datetime import timedelta
 
 import click
 
-from ..results import Removed
+from ..results import Removed, Vacuumed
 from ..store import SessionStore
 from ._app import NAME, db_option, main, scope_option
 from ._render import plural
 from ._runtime import Failure, Settings, open_store, out, pass_settings, run
 
-__all__ = ('delete', 'prune')
+__all__ = ('delete', 'prune', 'vacuum')
 
 _AGE = re.compile(r'(\d+)([dhm])')
 _UNITS = {'d': 'days', 'h': 'hours', 'm': 'minutes'}
@@ -57,15 +58,19 @@ def _report(removed: Removed, verb: str, where: str) -> str:
 def delete(settings: Settings, session_id: str | None, scope: str | None, yes: bool) -> None:
     """Delete a session with its archive, branches and summaries; with only --scope, every session of it.
 
-    Asks first, unless --yes. The database is vacuumed after, so nothing deleted survives in its bytes.
+    Asks first, unless --yes. The database is vacuumed after, so nothing deleted survives in its files: on
+    PostgreSQL only the tables' owner may vacuum, and for another role a line says what stays until it does.
     """
     if session_id is None and scope is None:
         raise click.UsageError('Name a session ID, or give --scope to delete every session saved under it.')
-    removed = run(settings, _delete(settings, session_id, scope, yes))
+    removed, vacuumed = run(settings, _delete(settings, session_id, scope, yes))
     out.print(_report(removed, 'Deleted', f'from {settings.shown_url}'))
+    _say_unreclaimed(vacuumed)
 
 
-async def _delete(settings: Settings, session_id: str | None, scope: str | None, yes: bool) -> Removed:
+async def _delete(
+    settings: Settings, session_id: str | None, scope: str | None, yes: bool
+) -> tuple[Removed, Vacuumed | None]:
     async with open_store(settings, 'write') as store:
         if session_id is not None:
             # Check it exists before asking, so a typo fails at once instead of after a confirmation.
@@ -93,24 +98,61 @@ async def _delete(settings: Settings, session_id: str | None, scope: str | None,
 def prune(settings: Settings, older_than: str, scope: str | None, dry_run: bool, yes: bool) -> None:
     """Delete the sessions not updated for --older-than, whole; with --scope, only that scope's.
 
-    Asks first, unless --yes or --dry-run. The database is vacuumed after.
+    Asks first, unless --yes or --dry-run. The database is vacuumed after, as `delete` vacuums it.
     """
     age = _age(older_than)
-    removed = run(settings, _prune(settings, age, scope, dry_run, yes))
+    removed, vacuumed = run(settings, _prune(settings, age, scope, dry_run, yes))
     out.print(_report(removed, 'Would delete' if dry_run else 'Deleted', f'from {settings.shown_url}'))
+    _say_unreclaimed(vacuumed)
 
 
-async def _prune(settings: Settings, age: timedelta, scope: str | None, dry_run: bool, yes: bool) -> Removed:
+async def _prune(
+    settings: Settings, age: timedelta, scope: str | None, dry_run: bool, yes: bool
+) -> tuple[Removed, Vacuumed | None]:
     async with open_store(settings, 'write') as store:
         planned = await store.prune(older_than=age, scope=scope, dry_run=True)
         if dry_run or not planned.sessions:
-            return planned
+            return planned, None
         if not yes:
             click.confirm(_report(planned, 'Delete', f'from {settings.shown_url}') + ' Go ahead?', abort=True)
         return await _vacuumed(store, await store.prune(older_than=age, scope=scope))
 
 
-async def _vacuumed(store: SessionStore, removed: Removed) -> Removed:
-    if removed.sessions:
-        await store.vacuum()
-    return removed
+async def _vacuumed(store: SessionStore, removed: Removed) -> tuple[Removed, Vacuumed | None]:
+    return removed, (await store.vacuum()) if removed.sessions else None
+
+
+def _unreclaimed(vacuumed: Vacuumed) -> str:
+    """The plain line for a vacuum the server skipped: what stays in the files, and who runs what."""
+    tables = ', '.join(vacuumed.skipped[:-1]) + (' and ' if len(vacuumed.skipped) > 1 else '') + vacuumed.skipped[-1]
+    return (
+        f'Not reclaimed: PostgreSQL lets only the owner of {tables} vacuum them, and role {vacuumed.role!r} is not '
+        f"it, so what was deleted stays in the database's files until their owner {vacuumed.owner!r} runs "
+        '`session-store vacuum` on this database.'
+    )
+
+
+def _say_unreclaimed(vacuumed: Vacuumed | None) -> None:
+    if vacuumed is not None and not vacuumed.reclaimed:
+        out.print(_unreclaimed(vacuumed))
+
+
+@main.command()
+@db_option
+@pass_settings
+def vacuum(settings: Settings) -> None:
+    """Rewrite the database so nothing deleted survives in its files; on PostgreSQL, as the tables' owner.
+
+    `delete` and `prune` run it themselves. On PostgreSQL it runs `VACUUM FULL` on the store's tables, which
+    holds each one's lock (runs wait) while it writes it anew. The server lets only the tables' owner (or the
+    database's owner) vacuum them: for another role it fails, saying who owns them.
+    """
+    vacuumed = run(settings, _vacuum(settings))
+    if not vacuumed.reclaimed:
+        raise Failure(_unreclaimed(vacuumed))
+    out.print(f"Vacuumed {settings.shown_url}: nothing deleted survives in its tables' files.")
+
+
+async def _vacuum(settings: Settings) -> Vacuumed:
+    async with open_store(settings, 'write') as store:
+        return await store.vacuum()
