@@ -83,15 +83,13 @@ _WHOLE = SlidingWindowProcessor(trigger=None)
 keeps the system prompt before the compaction, as pydantic-ai's wire trim does."""
 
 _KEPT: ContextVar[RecordRow | None] = ContextVar('session_store_kept_record', default=None)
-"""A record's row this task read a moment ago, which the next `read_record` of its conversation hands out once
-instead of reading it again: in a load, the row the compaction check read, which pydantic-ai's `load` asks for
-next; in a save, the row at the revision the conversation was loaded at, since the write checks that revision
-again, in the same statement that writes."""
+"""A record's row this task read a moment ago, which the next `read_record` of its conversation hands out once instead
+of reading it again: in a load, the row the compaction check read, which pydantic-ai's `load` asks for next; in a
+save, the row at the revision the conversation was loaded at, since the write checks that revision again."""
 
 
 class _Entries(NamedTuple):
-    """A window kept in memory (held weakly: the window cache decides how long it lives), as the entries the store
-    handed out for it, shaped by `processor`, the last ending at `head_id`."""
+    """A window kept in memory (held weakly) as the entries made of it, shaped by `processor`, ending at `head_id`."""
 
     window: weakref.ref[StoredWindow]
     processor: WindowProcessor
@@ -100,9 +98,7 @@ class _Entries(NamedTuple):
 
 
 def _handed_out(entries: Sequence[ConversationEntry]) -> list[ConversationEntry]:
-    """`entries` with copies of their messages, to hand out: the window kept in memory holds the messages
-    themselves, and a caller changing a loaded one in place must not change what the next load returns (the
-    conformance suite's `isolation` check)."""
+    """`entries` with copies of their messages: a caller changing one in place changes nothing kept (`isolation`)."""
     return [ConversationEntry(id=e.id, parent_id=e.parent_id, message=deepcopy(e.message)) for e in entries]
 
 

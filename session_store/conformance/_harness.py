@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import ConversationConflict, ConversationStore
+from pydantic_ai.conversation_store import ConversationConflict, ConversationRecord, ConversationStore
 from pydantic_ai.messages import ModelMessage
 
 from ._backend import Capabilities, ConformanceBackend, opened
-from ._messages import TURN_LENGTH, turn
+from ._messages import TURN_LENGTH, dumped, turn
 
-__all__ = ('Harness', 'append_turns', 'check_turns', 'stored_everywhere')
+__all__ = (
+    'Harness',
+    'append_turns',
+    'check_turns',
+    'loaded_conversation',
+    'messages_of',
+    'rewritten',
+    'snapshot',
+    'stored_everywhere',
+)
 
 MAX_TRIES = 1000
 """Conflicts a writer retries a turn through before the check calls it starved."""
@@ -98,3 +110,33 @@ async def stored_everywhere(store: ConversationStore, conversation_id: str) -> l
     for tip in [record.head_id, *record.branches]:
         found.extend(entry.message for entry in await store.read_history(tip))
     return found
+
+
+async def messages_of(
+    store: ConversationStore, conversation_id: str, scope: str | None = None
+) -> list[ModelMessage] | None:
+    """The messages `store` loads for `conversation_id`; `None` when it has none."""
+    loaded = await store.load(conversation_id, scope=scope)
+    return None if loaded is None else loaded.messages
+
+
+async def loaded_conversation(store: ConversationStore, conversation_id: str) -> Conversation:
+    """The conversation `store` loads for `conversation_id`, which must be stored."""
+    loaded = await store.load(conversation_id)
+    assert loaded is not None, f'{conversation_id!r} was saved and does not load'
+    return loaded
+
+
+def rewritten(record: ConversationRecord) -> ConversationRecord:
+    """`record` as a write that changes nothing but its revision would store it."""
+    return dataclasses.replace(record, revision=str(uuid.uuid4()))
+
+
+async def snapshot(store: ConversationStore) -> Any:
+    """Everything `store` lists: each record with every path of its entries, as plain values to compare."""
+    records = await store.list_conversations()
+    seen: list[Any] = []
+    for record in records:
+        paths = [await store.read_history(tip) for tip in [record.head_id, *record.branches]]
+        seen.append((record, [[(e.id, e.parent_id, e.kind, dumped([e.message])) for e in path] for path in paths]))
+    return seen
