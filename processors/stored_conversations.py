@@ -54,7 +54,7 @@ def _mark(message: ModelMessage, conversation_id: str) -> None:
     key = id(message)
     found = _LOADED.get(key)
     if found is not None and found[1] == conversation_id:
-        return  # handed out by an earlier load too: the window kept in memory hands the same objects to each
+        return  # marked already: the same objects kept again (a load hands out copies, each marked once)
 
     def forget(_: weakref.ref[ModelMessage]) -> None:
         _LOADED.pop(key, None)
