@@ -1,91 +1,80 @@
-"""The retention eval's conversations: long, tool-using support chats with planted facts, made from a seed.
+"""The retention eval's conversations: long, tool-using chats with planted facts and questions, made from a seed.
 
-A customer talks to a support agent about one item after another. Every few turns the customer plants a
-fact about a new item (an order number, a delivery address, a gift-wrap preference, a decision on a
-replacement model), or asks for a parcel to be tracked, whose tracking number only the tool's return holds;
-some addresses and decisions are corrected many turns later. Between them, filler turns look orders and
-policies up with tools, as a busy support chat does. Every value is unique in the conversation, so finding
-it in a window means that fact, and no prompt repeats, so a request's oldest prompt tells where its window
-starts. The agent is scripted (a `FunctionModel`), so a run of the eval depends only on the seed and the
-summarizer under test.
+A user talks to an assistant about one item after another, in one of the `Domain`s of `_eval_domains` (a
+support chat, a coding session). Every few turns the user plants a fact about an item (an order number, a
+file, a decision), or asks for something only a tool's return holds; some facts are corrected many turns
+later, some items get a second fact (so a question can join the two), and some items are asked about what was
+never said of them. Between them, filler turns call tools, as a busy session does. Every value is unique in the
+conversation, and no prompt repeats, so a request's oldest prompt tells where its window starts. The
+assistant is scripted (a `FunctionModel`), so a run of the eval depends only on the seed and the summarizer
+under test.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, Tool
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 __all__ = (
-    'FACT_KINDS',
-    'SYSTEM_PROMPT',
+    'QUESTION_KINDS',
     'Conversation',
+    'Domain',
+    'Draw',
     'FactKind',
+    'KindSpec',
     'PlantedFact',
-    'ScriptedSupport',
+    'Question',
+    'QuestionKind',
+    'ScriptedModel',
     'ScriptedTurn',
+    'ToolSpec',
     'ToolStep',
     'make_conversation',
-    'support_agent',
+    'scripted_agent',
 )
 
-FactKind = Literal['order', 'address', 'preference', 'decision', 'tool']
-FACT_KINDS: tuple[FactKind, ...] = ('order', 'address', 'preference', 'decision', 'tool')
-"""The kinds of planted facts, in the order tables list them; `tool` is a fact only a tool's return holds."""
+FactKind = str
+"""A kind of planted fact, as its domain names it (`order`, `file`, ...)."""
 
-SYSTEM_PROMPT = (
-    'You are the support agent of an online shop. Look orders, parcels and policies up with your tools before '
-    'answering, and remember what the customer tells you about their orders.'
-)
+QuestionKind = Literal['lookup', 'join', 'order', 'unanswerable']
+QUESTION_KINDS: tuple[QuestionKind, ...] = ('lookup', 'join', 'order', 'unanswerable')
+"""The kinds of questions, scored apart: one fact's value; two facts of one item joined; which of a corrected
+fact's values is current; and a question about what was never said, which must not be answered."""
 
 PLANT_EVERY = 5
 """Turns from one planted fact to the next; the turns between are filler."""
 FIRST_PLANT = 1
 """The turn the first fact is planted on (0-based): the first turn greets."""
-CORRECTED = ('address', 'decision')
-"""The kinds of facts a later turn may correct."""
-
-_ITEMS = (
-    'headphones', 'desk lamp', 'coffee grinder', 'rain jacket', 'keyboard', 'backpack', 'kettle', 'office chair',
-    'yoga mat', 'blender', 'monitor', 'tent', 'toaster', 'drill', 'camera bag', 'water bottle', 'scarf',
-    'bookshelf', 'frying pan', 'smartwatch', 'sleeping bag', 'speaker', 'vacuum cleaner', 'mirror', 'wall clock',
-    'hiking boots', 'printer', 'duvet', 'teapot', 'bicycle helmet', 'air purifier', 'rug', 'standing desk',
-    'microphone', 'suitcase', 'tripod', 'electric toothbrush', 'board game', 'winter coat', 'plant pot',
-    'gaming mouse', 'cutlery set', 'paddle board', 'hair dryer', 'chess set', 'beanbag', 'telescope', 'ukulele',
-)  # fmt: skip
-_STREETS = ('Willow Court', 'Elm Road', 'Harbour Street', 'Mill Lane', 'Station Road', 'Orchard Way', 'Kings Avenue')
-_CITIES = ('Leeds', 'York', 'Bristol', 'Glasgow', 'Cardiff', 'Norwich', 'Brighton', 'Belfast')
-_COLOURS = (
-    'teal', 'crimson', 'mustard', 'lilac', 'charcoal', 'coral', 'olive', 'navy', 'ivory', 'plum', 'saffron',
-    'turquoise', 'burgundy', 'mint', 'amber', 'indigo', 'peach', 'cobalt', 'sage', 'magenta',
-)  # fmt: skip
-_POLICIES = ('returns', 'exchanges', 'late deliveries', 'damaged parcels', 'gift cards', 'price matching')
-_STATUSES = ('processing', 'packed', 'shipped', 'in transit', 'out for delivery', 'delivered')
-_WAREHOUSES = ('Manchester', 'Coventry', 'Rotterdam', 'Dublin')
+JOIN_EVERY = 3
+"""Every third planted fact is a second fact about an earlier item, which a `join` question asks for."""
+UNANSWERABLE_EVERY = 4
+"""Every fourth new item is asked, once planted, about a kind of fact never given for it."""
 
 
 @dataclass(frozen=True)
 class PlantedFact:
-    """A fact the customer (or a tool) states once, which the agent should still know many turns later."""
+    """A fact the user (or a tool) states once, which the assistant should still know many turns later."""
 
     id: str
     """`<kind>-<n>`, unique in the conversation."""
     kind: FactKind
     item: str
-    """What it is about: each fact has an item of its own."""
+    """What it is about: a value counts only bound to it (`_eval_match`)."""
     value: str
-    """The planted value, found by exact (case- and space-insensitive) match."""
+    """The planted value."""
     turn: int
     """The turn that plants it (0-based)."""
     question: str
     """A question whose answer is the value (the latest one, once corrected)."""
     cue: str
-    """The words an agent would search the archive with for it: its item and topic, never its value."""
+    """What the recall probe searches the archive with: the kind's topic, which names no item, so that it
+    matches every fact of the kind and the search has to rank."""
     corrected_value: str | None = None
     """The value a later turn corrects it to; `None` when it is never corrected."""
     corrected_turn: int | None = None
@@ -98,8 +87,26 @@ class PlantedFact:
 
 
 @dataclass(frozen=True)
+class Question:
+    """A question beyond one fact's lookup: `join`, `order` or `unanswerable` (`QUESTION_KINDS`)."""
+
+    id: str
+    """`<kind>-q<n>` (`join-q1`, ...): never a fact's id."""
+    kind: QuestionKind
+    text: str
+    item: str
+    turn: int
+    """Asked at every compaction after this turn: once all it needs is planted."""
+    facts: tuple[str, ...]
+    """The facts it needs: for `join` the one it names and the one it asks for, for `order` the corrected one,
+    none for `unanswerable`."""
+    topic: FactKind | None = None
+    """For `unanswerable`: the kind of fact asked for, never given for the item."""
+
+
+@dataclass(frozen=True)
 class ToolStep:
-    """One tool call the scripted agent makes in a turn, and what the tool returns for it."""
+    """One tool call the scripted assistant makes in a turn, and what the tool returns for it."""
 
     tool: str
     argument: str
@@ -108,7 +115,7 @@ class ToolStep:
 
 @dataclass(frozen=True)
 class ScriptedTurn:
-    """A customer's message, the tool calls the agent answers it with (in parallel), and the agent's reply."""
+    """A user's message, the tool calls the assistant answers it with (in parallel), and its reply."""
 
     prompt: str
     calls: tuple[ToolStep, ...]
@@ -116,18 +123,96 @@ class ScriptedTurn:
 
 
 @dataclass(frozen=True)
+class ToolSpec:
+    """A tool of a domain's assistant: its name, its one string parameter, and what it does."""
+
+    name: str
+    parameter: str
+    description: str
+
+
+class Draw:
+    """Seeded draws of values that never repeat within one conversation."""
+
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
+        self._used: set[str] = set()
+
+    def fresh(self, make: Callable[[random.Random], str]) -> str:
+        """A value `make` draws that no earlier draw gave."""
+        while True:
+            value = make(self.random)
+            if value not in self._used:
+                self._used.add(value)
+                return value
+
+    def unique(self, template: str, low: int, high: int) -> str:
+        """`template` with a number from `low` to `high` in its `{}`, unused so far."""
+        return self.fresh(lambda rng: template.format(rng.randint(low, high)))
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """How a kind of fact is planted and asked after; the texts may name `{item}`, `{value}` and the domain's
+    `extras`."""
+
+    noun: str
+    """What the value is, in questions that join or order facts: `order number`, `file`."""
+    question: str
+    cue: str
+    prompt: str
+    reply: str
+    value: Callable[[Draw], str]
+    tool: tuple[str, str] | None = None
+    """For a fact only a tool's return holds: the tool, and its return holding `{value}` (and `{item}`)."""
+    correction: str | None = None
+    """For a kind a later turn may correct: the message that does, naming `{item}` and the new `{value}`."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A kind of session the eval can generate."""
+
+    name: str
+    system_prompt: str
+    thing: str
+    """What its items are called in a join question: `item`, `component`."""
+    items: tuple[str, ...]
+    kinds: dict[FactKind, KindSpec]
+    tools: tuple[ToolSpec, ...]
+    filler: Callable[[Draw], ScriptedTurn]
+    extras: Callable[[Draw], dict[str, str]] = lambda draw: {}
+    updated: str = 'Updated: the {item} record now has your change.'
+    """The reply to a correction."""
+
+    @property
+    def fact_kinds(self) -> tuple[FactKind, ...]:
+        return tuple(self.kinds)
+
+
+@dataclass(frozen=True)
 class Conversation:
-    """A whole generated conversation: its turns, and the facts they plant."""
+    """A whole generated conversation: its turns, and the facts and questions they plant."""
 
     seed: int
+    domain: str
     turns: tuple[ScriptedTurn, ...]
     facts: tuple[PlantedFact, ...]
+    questions: tuple[Question, ...]
+    items: tuple[str, ...]
+    """Every item the domain may name: a value bound across another one is not bound (`_eval_match`)."""
+    tools: tuple[ToolSpec, ...]
+    system_prompt: str
     _turn_of: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         turn_of = {turn.prompt: index for index, turn in enumerate(self.turns)}
         assert len(turn_of) == len(self.turns), 'every prompt of a conversation is unique'
         object.__setattr__(self, '_turn_of', turn_of)
+
+    def fact(self, fact_id: str) -> PlantedFact:
+        (fact,) = [fact for fact in self.facts if fact.id == fact_id]
+        return fact
 
     def window_start(self, messages: list[ModelMessage]) -> int:
         """The turn whose prompt is the oldest one `messages` hold; the number of turns when they hold none."""
@@ -149,207 +234,143 @@ def _prompts(messages: list[ModelMessage]) -> Iterator[str]:
                 yield part.content
 
 
-class _Draw:
-    """Seeded draws of values that never repeat within one conversation."""
+@dataclass
+class _Builder:
+    """One conversation being generated: its script, facts and questions so far."""
 
-    def __init__(self, seed: int) -> None:
-        self.random = random.Random(seed)
-        self._used: set[str] = set()
+    domain: Domain
+    turns: int
+    draw: Draw
+    script: list[ScriptedTurn | None]
+    facts: list[PlantedFact] = field(default_factory=list[PlantedFact])
+    questions: list[Question] = field(default_factory=list[Question])
+    unasked: set[tuple[str, FactKind]] = field(default_factory=set[tuple[str, FactKind]])
+    """The (item, kind) pairs an unanswerable question asks for, never to be planted."""
+    kinds: list[FactKind] = field(default_factory=list[FactKind])
 
-    def unique(self, make: str, low: int, high: int) -> str:
-        while True:
-            value = make.format(self.random.randint(low, high))
-            if value not in self._used:
-                self._used.add(value)
-                return value
+    def next_kind(self) -> FactKind:
+        if not self.kinds:
+            self.kinds = list(self.domain.fact_kinds)
+            self.draw.random.shuffle(self.kinds)
+        return self.kinds.pop()
 
-    def address(self) -> str:
-        while True:
-            value = f'{self.random.randint(2, 198)} {self.random.choice(_STREETS)}'
-            if value not in self._used:
-                self._used.add(value)
-                return value
-
-
-@dataclass(frozen=True)
-class _Template:
-    """How a kind of fact is planted: the customer's message, the agent's reply, and how it is asked after.
-
-    Each may name `{item}`, `{value}`, `{city}` and `{warehouse}`."""
-
-    question: str
-    cue: str
-    prompt: str
-    reply: str
-    tool_result: str | None = None
-    """A `track_parcel` return that holds the value, for the fact only a tool's return holds."""
-
-
-_TEMPLATES: dict[FactKind, _Template] = {
-    'order': _Template(
-        'What is the order number of my {item}?',
-        '{item} order number',
-        'The order number for my {item} is {value}; please keep it on file for later.',
-        'Noted: your {item} order is on file.',
-    ),
-    'address': _Template(
-        'Which street address should the {item} be delivered to?',
-        '{item} delivered',
-        'Please have the {item} delivered to {value}, {city}.',
-        'Understood, the {item} will be delivered to the address you gave.',
-    ),
-    'preference': _Template(
-        'Which colour of gift wrap did I ask for the {item}?',
-        '{item} gift wrap colour',
-        'The {item} is a present: gift wrap colour {value}, please, with no invoice in the box.',
-        'Of course, the {item} will be gift wrapped as you asked.',
-    ),
-    'decision': _Template(
-        'Which replacement model did we decide on for the {item}?',
-        '{item} replacement model decided',
-        'Decided: instead of a refund for the {item}, send me the replacement model {value}.',
-        'Agreed, a replacement for the {item} is on its way once the return arrives.',
-    ),
-    'tool': _Template(
-        'What is the tracking number of the {item} parcel?',
-        '{item} parcel tracking number',
-        'Could you track the parcel with my {item}?',
-        'I have checked: the parcel with your {item} is in transit and due in two days.',
-        'Parcel with the {item}: tracking number {value}, left {warehouse}, in transit, due in two days.',
-    ),
-}
-
-
-def _value(kind: FactKind, draw: _Draw, colour: str) -> str:
-    if kind == 'order':
-        return draw.unique('ORD-{}', 40000, 89999)
-    if kind == 'address':
-        return draw.address()
-    if kind == 'decision':
-        return draw.unique('KX-{}', 100, 999)
-    return colour if kind == 'preference' else draw.unique('TRK{}', 1000000, 9999999)
-
-
-def _plant(
-    kind: FactKind, index: int, item: str, turn: int, draw: _Draw, colour: str
-) -> tuple[PlantedFact, ScriptedTurn]:
-    """The `index`-th fact of `kind`, about `item`, and the turn that plants it."""
-    template = _TEMPLATES[kind]
-    names = {
-        'item': item,
-        'value': _value(kind, draw, colour),
-        'city': draw.random.choice(_CITIES),
-        'warehouse': draw.random.choice(_WAREHOUSES),
-    }
-    fact = PlantedFact(
-        f'{kind}-{index}',
-        kind,
-        item,
-        names['value'],
-        turn,
-        template.question.format_map(names),
-        template.cue.format_map(names),
-    )
-    calls = (
-        ()
-        if template.tool_result is None
-        else (ToolStep('track_parcel', item, template.tool_result.format_map(names)),)
-    )
-    return fact, ScriptedTurn(template.prompt.format_map(names), calls, template.reply.format_map(names))
-
-
-def _correct(fact: PlantedFact, draw: _Draw) -> tuple[str, str]:
-    """A new value for `fact`, and the customer's message that corrects it (which never repeats the old value)."""
-    if fact.kind == 'address':
-        value = draw.address()
-        return value, f'Correction for the {fact.item}: I have moved, please have it delivered to {value} instead.'
-    value = draw.unique('KX-{}', 100, 999)
-    return value, f'Change of plan for the {fact.item}: we decided on the replacement model {value} after all.'
-
-
-def _filler(turn: int, draw: _Draw) -> ScriptedTurn:
-    order = draw.unique('ORD-{}', 10000, 39999)
-    choice = draw.random.randrange(3)
-    if choice == 0:
-        status = draw.random.choice(_STATUSES)
-        warehouse = draw.random.choice(_WAREHOUSES)
-        result = (
-            f'{{"order_id": "{order}", "status": "{status}", "warehouse": "{warehouse}", "lines": '
-            f'{draw.random.randint(1, 4)}, "paid": true, "notes": "standard shipping, signature not required"}}'
+    def plant(self, kind: FactKind, item: str, turn: int) -> PlantedFact:
+        spec = self.domain.kinds[kind]
+        names = {'item': item, 'value': spec.value(self.draw), **self.domain.extras(self.draw)}
+        index = sum(fact.kind == kind for fact in self.facts) + 1
+        fact = PlantedFact(
+            f'{kind}-{index}',
+            kind,
+            item,
+            names['value'],
+            turn,
+            spec.question.format_map(names),
+            spec.cue.format_map(names),
         )
-        return ScriptedTurn(
-            f'Hi again, what is the status of order {order}?',
-            (ToolStep('order_status', order, result),),
-            f'Order {order} is {status}, shipping from {warehouse}.',
+        calls = () if spec.tool is None else (ToolStep(spec.tool[0], item, spec.tool[1].format_map(names)),)
+        self.script[turn] = ScriptedTurn(spec.prompt.format_map(names), calls, spec.reply.format_map(names))
+        if spec.correction is not None and self.draw.random.random() < 0.5:
+            fact = self._correct(fact, spec.correction)
+        self.facts.append(fact)
+        return fact
+
+    def _correct(self, fact: PlantedFact, correction: str) -> PlantedFact:
+        """`fact`, corrected 10 to 40 turns later if the conversation lasts (the message never repeats the old
+        value), with the question of which value is current."""
+        later = fact.turn + self.draw.random.randint(10, 40)
+        while later < self.turns and (self.script[later] is not None or (later - FIRST_PLANT) % PLANT_EVERY == 0):
+            later += 1
+        if later >= self.turns:
+            return fact
+        value = self.domain.kinds[fact.kind].value(self.draw)
+        names = {'item': fact.item, 'value': value}
+        self.script[later] = ScriptedTurn(correction.format_map(names), (), self.domain.updated.format_map(names))
+        noun = self.domain.kinds[fact.kind].noun
+        text = f'The {noun} of the {fact.item} was changed: which {noun} is the current one?'
+        self.questions.append(
+            Question(f'order-q{len(self._of("order")) + 1}', 'order', text, fact.item, later, (fact.id,))
         )
-    if choice == 1:
-        policy = draw.random.choice(_POLICIES)
-        days = draw.random.choice((14, 30, 60))
-        result = (
-            f'Policy on {policy}: customers may ask within {days} days of delivery; keep the packaging; '
-            'refunds go to the original payment method within five working days; exceptions need a manager.'
+        return replace(fact, corrected_value=value, corrected_turn=later)
+
+    def _of(self, kind: QuestionKind) -> list[Question]:
+        return [question for question in self.questions if question.kind == kind]
+
+    def given(self, item: str) -> set[FactKind]:
+        return {fact.kind for fact in self.facts if fact.item == item}
+
+    def join(self, kind: FactKind, turn: int) -> bool:
+        """Plant `kind` about an earlier item that lacks it (named by a value never corrected), with the question
+        that joins the two; `False` when no earlier item can take it."""
+        named = [
+            fact
+            for fact in self.facts
+            if fact.corrected_turn is None
+            and kind not in self.given(fact.item)
+            and (fact.item, kind) not in self.unasked
+            and fact.turn < turn
+        ]
+        if not named:
+            return False
+        earlier = self.draw.random.choice(named)
+        fact = self.plant(kind, earlier.item, turn)
+        kinds = self.domain.kinds
+        text = (
+            f'What is the {kinds[kind].noun} of the {self.domain.thing} whose {kinds[earlier.kind].noun} is '
+            f'{earlier.value}?'
         )
-        return ScriptedTurn(
-            f'About order {order}: what is your policy on {policy}?',
-            (ToolStep('policy', policy, result),),
-            f'For {policy} you have {days} days from delivery, and refunds take about five working days.',
+        self.questions.append(
+            Question(f'join-q{len(self._of("join")) + 1}', 'join', text, fact.item, turn, (earlier.id, fact.id))
         )
-    return ScriptedTurn(
-        f'Thanks. Please also add a note to order {order} that the doorbell is broken.',
-        (),
-        f'Done: order {order} now carries your note for the courier.',
-    )
+        return True
+
+    def unanswerable(self, fact: PlantedFact) -> None:
+        """Ask about `fact`'s item a kind of fact never given for it, and never to be."""
+        kind = self.draw.random.choice([kind for kind in self.domain.fact_kinds if kind not in self.given(fact.item)])
+        self.unasked.add((fact.item, kind))
+        text = self.domain.kinds[kind].question.format_map({'item': fact.item})
+        number = len(self._of('unanswerable')) + 1
+        self.questions.append(Question(f'unanswerable-q{number}', 'unanswerable', text, fact.item, fact.turn, (), kind))
 
 
-def make_conversation(turns: int, seed: int) -> Conversation:
-    """A support conversation of `turns` customer turns, the same for the same seed.
+def make_conversation(domain: Domain, turns: int, seed: int) -> Conversation:
+    """A conversation of `turns` user turns in `domain`, the same for the same seed.
 
-    A fact is planted every `PLANT_EVERY` turns (the kinds in a seeded order, each fact about an item of its
-    own), half of the addresses and decisions are corrected 10 to 40 turns later (if the conversation lasts),
-    and every other turn is filler.
+    A fact is planted every `PLANT_EVERY` turns, the kinds in a seeded order. Every `JOIN_EVERY`-th is about an
+    earlier item (with a `join` question), the others each about a new item, every `UNANSWERABLE_EVERY`-th of
+    which is asked about a kind of fact never given for it. Half of the facts of a kind that can be corrected
+    are, 10 to 40 turns later, if the conversation lasts (with an `order` question). Every other turn is filler.
     """
-    draw = _Draw(seed)
-    items = list(_ITEMS)
-    colours = list(_COLOURS)
+    draw = Draw(seed)
+    items = list(domain.items)
     draw.random.shuffle(items)
-    draw.random.shuffle(colours)
-    kinds: list[FactKind] = []
-    script: list[ScriptedTurn | None] = [None] * turns
-    facts: list[PlantedFact] = []
-    corrections: set[int] = set()  # the turns that correct a fact
+    build = _Builder(domain, turns, draw, [None] * turns)
+    fresh = 0
     for turn in range(FIRST_PLANT, turns, PLANT_EVERY):
-        if len(facts) == len(items):  # every item has its fact: the rest of a very long chat is filler
-            break
-        if script[turn] is not None:
+        if build.script[turn] is not None:
             continue
-        if not kinds:
-            kinds = list(FACT_KINDS)
-            draw.random.shuffle(kinds)
-        kind = kinds.pop()
-        index = sum(fact.kind == kind for fact in facts) + 1
-        fact, step = _plant(kind, index, items[len(facts)], turn, draw, colours[len(facts) % len(colours)])
-        script[turn] = step
-        if kind in CORRECTED and draw.random.random() < 0.5:
-            later = turn + draw.random.randint(10, 40)
-            while later < turns and (later in corrections or (later - FIRST_PLANT) % PLANT_EVERY == 0):
-                later += 1
-            if later < turns:
-                value, prompt = _correct(fact, draw)
-                fact = replace(fact, corrected_value=value, corrected_turn=later)
-                corrections.add(later)
-                script[later] = ScriptedTurn(prompt, (), f'Updated: the {fact.item} record now has your change.')
-        facts.append(fact)
-    done = tuple(step if step is not None else _filler(turn, draw) for turn, step in enumerate(script))
-    return Conversation(seed, done, tuple(facts))
+        kind = build.next_kind()
+        if len(build.facts) % JOIN_EVERY == JOIN_EVERY - 1 and build.join(kind, turn):
+            continue
+        if fresh == len(items):  # every item has its fact: the rest of a very long chat is filler
+            break
+        fact = build.plant(kind, items[fresh], turn)
+        fresh += 1
+        if fresh % UNANSWERABLE_EVERY == 0:
+            build.unanswerable(fact)
+    done = tuple(step if step is not None else domain.filler(draw) for step in build.script)
+    questions = tuple(sorted(build.questions, key=lambda question: (question.turn, question.id)))
+    return Conversation(
+        seed, domain.name, done, tuple(build.facts), questions, domain.items, domain.tools, domain.system_prompt
+    )
 
 
 @dataclass
-class ScriptedSupport:
+class ScriptedModel:
     """The eval's chat model: answers each turn as the conversation scripts it, and records every request.
 
-    Asked with a customer's prompt, it makes the turn's tool calls (all at once) if it has any, else replies;
-    asked with tool returns, it replies. `requests` holds the messages of each request of the current turn,
-    exactly as pydantic-ai sent them: the window the eval checks.
+    Asked with a user's prompt, it makes the turn's tool calls (all at once) if it has any, else replies; asked
+    with tool returns, it replies. `requests` holds the messages of each request of the current turn, exactly as
+    pydantic-ai sent them: the window the eval checks.
     """
 
     conversation: Conversation
@@ -366,36 +387,34 @@ class ScriptedSupport:
         answered = any(isinstance(part, ToolReturnPart) for part in messages[-1].parts)
         if answered or not step.calls:
             return ModelResponse(parts=[TextPart(step.reply)])
+        parameter = {tool.name: tool.parameter for tool in self.conversation.tools}
         # Numbered afresh in every response, as many OpenAI-compatible servers number calls.
         return ModelResponse(
             parts=[
-                ToolCallPart(call.tool, {_ARGUMENT[call.tool]: call.argument}, tool_call_id=f'call_{index}')
+                ToolCallPart(call.tool, {parameter[call.tool]: call.argument}, tool_call_id=f'call_{index}')
                 for index, call in enumerate(step.calls)
             ]
         )
 
 
-_ARGUMENT = {'order_status': 'order_id', 'policy': 'topic', 'track_parcel': 'item'}
-"""Each tool's one parameter."""
+def _tool(model: ScriptedModel, spec: ToolSpec) -> Tool[None]:
+    def call(**arguments: Any) -> str:
+        return model.conversation.result(model.turn, spec.name, str(arguments.get(spec.parameter, '')))
+
+    schema = {
+        'type': 'object',
+        'properties': {spec.parameter: {'type': 'string'}},
+        'required': [spec.parameter],
+        'additionalProperties': False,
+    }
+    return Tool.from_schema(call, spec.name, spec.description, schema)
 
 
-def support_agent(model: ScriptedSupport) -> Agent[None, str]:
-    """The support agent the eval runs: the scripted model, the system prompt and the three tools it calls."""
-    agent = Agent(FunctionModel(model, model_name='retention-eval-support'), system_prompt=SYSTEM_PROMPT)
-
-    @agent.tool_plain
-    def order_status(order_id: str) -> str:
-        """The status of an order."""
-        return model.conversation.result(model.turn, 'order_status', order_id)
-
-    @agent.tool_plain
-    def policy(topic: str) -> str:
-        """The shop's policy on a topic."""
-        return model.conversation.result(model.turn, 'policy', topic)
-
-    @agent.tool_plain
-    def track_parcel(item: str) -> str:
-        """Where the parcel holding an item is."""
-        return model.conversation.result(model.turn, 'track_parcel', item)
-
-    return agent
+def scripted_agent(model: ScriptedModel) -> Agent[None, str]:
+    """The assistant the eval runs: the scripted model, its domain's system prompt and tools."""
+    conversation = model.conversation
+    return Agent(
+        FunctionModel(model, model_name=f'retention-eval-{conversation.domain}'),
+        system_prompt=conversation.system_prompt,
+        tools=[_tool(model, spec) for spec in conversation.tools],
+    )

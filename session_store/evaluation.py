@@ -1,28 +1,32 @@
 """The retention eval: how much of a long conversation a summarizer keeps, measured through a real `Session`.
 
-`evaluate_retention` generates a long, tool-using support conversation with planted facts (deterministic
-from a seed: see `_eval_script`), runs it turn by turn through a `Session` on a real store for each
-`Contender` (a summarizer with its trigger, keep and prompt, or the sliding window), and after every
-compaction asks, of every fact planted before it:
+`evaluate_retention` generates a long, tool-using conversation with planted facts and questions, in one of two
+domains (a support chat or a coding session, deterministic from a seed: see `_eval_script` and
+`_eval_domains`), runs it turn by turn through a `Session` on a real store for each `Contender` (a summarizer
+with its trigger, keep and prompt, or the sliding window), and after every compaction asks, on the window the
+request after it really sent (the chat model records what pydantic-ai sends it, so never one re-derived):
 
-- **in context**: is the fact's value (its latest one, once corrected) in the window the request after the
-  compaction really sent? The chat model records what pydantic-ai sends it, so this is the window itself,
-  never one re-derived. A corrected fact whose window holds only the old value is *stale*, not kept.
-- **recallable**: when it is not in context, do the recall tools (`search_history`, searched with the
-  fact's item and topic, never its value) find the value in the archive?
-- **answered** (with an `answer_model`): asked the fact's question on the window the next run starts
-  from, does the model's answer hold the planted value (exact match; no judge model)?
+- **lookup**, of every fact planted before it: is the fact's value (its latest one, once corrected) in context,
+  bound to its item (`_eval_match`: in a sentence that names the item, normalized)? A corrected fact whose
+  window holds only the old value is *stale*, not kept.
+- **join**, **order** and **unanswerable** questions, scored apart (`_eval_checks`): two facts of one item
+  joined, which value of a corrected fact is current, and a question about what was never said, whose answer
+  the window must not seem to hold.
+- **recallable**: for a fact not in context, do the recall tools (`search_history`, searched with the fact's
+  topic, which names no item and matches every fact of its kind) return its value bound to its item?
+- **budget**: how many facts the summary itself holds, per 1,000 of its tokens.
+- **answered** (with an `answer_model`): asked each question on the window the next run starts from, is the
+  model's answer right (normalized match; no judge model)?
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -34,20 +38,27 @@ from processors import (
     ContextMessages,
     SlidingWindowProcessor,
     SummarizationProcessor,
+    find_summary,
     part_text,
+    summary_text,
 )
 
 from ._display import tiktoken_counter
+from ._eval_checks import IN_CONTEXT, FactStatus, answer_right, fact_status, question_held
+from ._eval_domains import DOMAINS
+from ._eval_match import Reading, holds
 from ._eval_plot import Series, draw
 from ._eval_script import (
-    FACT_KINDS,
+    QUESTION_KINDS,
     Conversation,
     FactKind,
     PlantedFact,
-    ScriptedSupport,
-    make_conversation,
-    support_agent,
+    Question,
+    QuestionKind,
+    ScriptedModel,
+    scripted_agent,
 )
+from ._eval_script import make_conversation as _make
 from ._history.windows import WindowProcessor
 from ._ids import new_token
 from ._offline import TEST_MODEL, resolve_model, resolve_summarizer
@@ -55,7 +66,8 @@ from .session import Session
 from .store import SessionStore
 
 __all__ = (
-    'FACT_KINDS',
+    'DOMAINS',
+    'QUESTION_KINDS',
     'SLIDING_WINDOW',
     'Checkpoint',
     'Contender',
@@ -64,9 +76,13 @@ __all__ = (
     'FactKind',
     'FactStatus',
     'PlantedFact',
+    'Question',
+    'QuestionCheck',
+    'QuestionKind',
     'RetentionReport',
     'evaluate_retention',
     'fact_status',
+    'holds',
     'make_conversation',
     'plot_retention',
 )
@@ -74,14 +90,13 @@ __all__ = (
 SLIDING_WINDOW = 'window'
 """The `summarizer` of a `Contender` that summarizes nothing: the sliding window, the baseline to beat."""
 
-FactStatus = Literal['kept', 'corrected', 'stale', 'lost']
-"""Where a fact stands in a window: `kept` (its value is there), `corrected` (its corrected value is there),
-`stale` (only the value a correction replaced is), `lost` (neither). Only kept and corrected are in context."""
-
-IN_CONTEXT: tuple[FactStatus, ...] = ('kept', 'corrected')
-
 MAX_TURNS = 10_000
 """The longest conversation the eval generates."""
+
+
+def make_conversation(turns: int, seed: int, domain: str = 'support') -> Conversation:
+    """The conversation the eval runs: `turns` user turns in `domain` (`support` or `coding`), made from `seed`."""
+    return _make(DOMAINS[domain], turns, seed)
 
 
 @dataclass(frozen=True)
@@ -149,7 +164,7 @@ class Contender:
 
 @dataclass(frozen=True)
 class FactCheck:
-    """One planted fact at one checkpoint."""
+    """One planted fact's lookup at one checkpoint."""
 
     fact: str
     """The fact's id (`order-1`, ...)."""
@@ -166,8 +181,21 @@ class FactCheck:
 
 
 @dataclass(frozen=True)
+class QuestionCheck:
+    """One `join`, `order` or `unanswerable` question at one checkpoint."""
+
+    question: str
+    """The question's id (`join-q1`, ...)."""
+    kind: QuestionKind
+    held: bool
+    """Whether the window holds what it needs (for `unanswerable`: no answer to make up)."""
+    answered: bool | None = None
+    """Whether the answer model answered it rightly; `None` without an answer model."""
+
+
+@dataclass(frozen=True)
 class Checkpoint:
-    """The window right after one compaction, and what it held of the facts planted before it."""
+    """The window right after one compaction, and what it held of the facts and questions planted before it."""
 
     compaction: int
     """Which compaction, from 1."""
@@ -176,6 +204,11 @@ class Checkpoint:
     window_messages: int
     """How many messages that request held."""
     checks: tuple[FactCheck, ...]
+    questions: tuple[QuestionCheck, ...] = ()
+    summary_tokens: int = 0
+    """The summary's tokens in that request (0 for the sliding window)."""
+    in_summary: int = 0
+    """The facts whose current value the summary itself holds, bound to their item."""
 
     def count(self, status: FactStatus, kind: FactKind | None = None) -> int:
         return sum(c.status == status and kind in (None, c.kind) for c in self.checks)
@@ -191,6 +224,20 @@ class Checkpoint:
 
     def answered(self, kind: FactKind | None = None) -> int:
         return sum(bool(c.answered) and kind in (None, c.kind) for c in self.checks)
+
+    def asked(self, kind: QuestionKind) -> int:
+        """The questions of `kind` asked here (a lookup per planted fact)."""
+        return self.planted() if kind == 'lookup' else sum(q.kind == kind for q in self.questions)
+
+    def held(self, kind: QuestionKind) -> int:
+        """The questions of `kind` whose needs the window holds (a lookup's: its fact in context)."""
+        return self.in_context() if kind == 'lookup' else sum(q.held and q.kind == kind for q in self.questions)
+
+    def answered_right(self, kind: QuestionKind) -> int:
+        """The questions of `kind` the answer model answered rightly."""
+        if kind == 'lookup':
+            return self.answered()
+        return sum(bool(q.answered) and q.kind == kind for q in self.questions)
 
 
 @dataclass(frozen=True)
@@ -212,50 +259,53 @@ class ContenderResult:
         """`measure` summed over every checkpoint, e.g. `result.total(Checkpoint.in_context)`."""
         return sum(measure(checkpoint) for checkpoint in self.checkpoints)
 
+    def share(self, kind: QuestionKind) -> float | None:
+        """The share of the questions of `kind` whose needs the window held, over all checkpoints (0 to 1);
+        `None` when none was asked."""
+        asked = self.total(lambda checkpoint: checkpoint.asked(kind))
+        return self.total(lambda checkpoint: checkpoint.held(kind)) / asked if asked else None
+
     @property
     def retention(self) -> float:
-        """The share of planted-fact checks that found the fact in context, over all checkpoints (0 to 1)."""
-        planted = self.total(Checkpoint.planted)
-        return self.total(Checkpoint.in_context) / planted if planted else 0.0
+        """The share of lookups that found their fact in context, over all checkpoints (0 to 1)."""
+        return self.share('lookup') or 0.0
+
+    @property
+    def per_thousand(self) -> float | None:
+        """Facts the summaries held per 1,000 summary tokens, over all checkpoints: the budget they kept them in;
+        `None` without a summary."""
+        tokens = self.total(lambda checkpoint: checkpoint.summary_tokens)
+        return 1000 * self.total(lambda checkpoint: checkpoint.in_summary) / tokens if tokens else None
 
 
 @dataclass(frozen=True)
 class RetentionReport:
-    """A whole eval run: the conversation's settings, its facts, and each contender's result."""
+    """A whole eval run: the conversation's settings, its facts and questions, and each contender's result."""
 
     seed: int
     turns: int
     facts: tuple[PlantedFact, ...]
     results: tuple[ContenderResult, ...]
     answered: bool
-    """Whether an answer model was asked the facts' questions."""
+    """Whether an answer model was asked the questions."""
     recall: bool
     """Whether the recall tools were tried on the facts not in context."""
+    domain: str = 'support'
+    questions: tuple[Question, ...] = ()
+
+    @property
+    def fact_kinds(self) -> tuple[FactKind, ...]:
+        """The domain's kinds of fact, in the order tables list them."""
+        return DOMAINS[self.domain].fact_kinds
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values, for scripts."""
         data = asdict(self)
         for result, shown in zip(self.results, data['results'], strict=True):
             shown['retention'] = result.retention
+            shown['per_thousand_summary_tokens'] = result.per_thousand
+            shown['by_question_kind'] = {kind: result.share(kind) for kind in QUESTION_KINDS}
         return data
-
-
-def _normal(text: str) -> str:
-    return ' '.join(text.split()).casefold()
-
-
-def holds(text: str, value: str) -> bool:
-    """Whether `text` holds `value` as a whole (case and spacing aside): `46 Mill Lane` is not in `146 Mill Lane`."""
-    return re.search(rf'(?<!\w){re.escape(_normal(value))}(?!\w)', _normal(text)) is not None
-
-
-def fact_status(fact: PlantedFact, text: str, turn: int) -> FactStatus:
-    """Where `fact` stands in a window reading `text`, sent on `turn`: a correction counts only once made, and
-    only when its new value is there; the old value alone is `stale`."""
-    current, stale = fact.values_at(turn)
-    if holds(text, current):
-        return 'kept' if stale is None else 'corrected'
-    return 'stale' if stale is not None and holds(text, stale) else 'lost'
 
 
 def window_text(messages: Sequence[ModelMessage]) -> str:
@@ -272,20 +322,22 @@ async def evaluate_retention(
     *,
     turns: int = 200,
     seed: int = 1,
+    domain: str = 'support',
     recall: bool = True,
     answer_model: Model | str | None = None,
     url: str | None = None,
     on_turn: Progress | None = None,
 ) -> RetentionReport:
-    """Run the same seeded conversation through a session for each contender, and check its planted facts.
+    """Run the same seeded conversation through a session for each contender, and check its facts and questions.
 
     Args:
         contenders: The configurations to compare, side by side on the same conversation.
-        turns: Customer turns in the conversation, 1 to `MAX_TURNS`.
+        turns: User turns in the conversation, 1 to `MAX_TURNS`.
         seed: The conversation's seed: the same seed makes the same conversation and the same figures.
+        domain: `support` (a shop's support chat) or `coding` (a coding assistant's session).
         recall: Try the recall tools on every fact not in context.
-        answer_model: Ask this model each planted fact's question after every compaction (one request per
-            fact per compaction, so a provider bills them), and check its answer for the value.
+        answer_model: Ask this model every question after every compaction (one request per question per
+            compaction, so a provider bills them), and check its answer.
         url: The store to run in; by default a temporary SQLite file, removed afterwards. Each run makes
             sessions of its own, so an existing store keeps what it holds.
         on_turn: Called after every turn, for a progress bar.
@@ -296,10 +348,12 @@ async def evaluate_retention(
         raise ValueError(f'turns={turns!r}: give a whole number of turns from 1 to {MAX_TURNS:,}.')
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f'seed={seed!r}: give a whole number.')
+    if domain not in DOMAINS:
+        raise ValueError(f'domain={domain!r}: give one of {", ".join(DOMAINS)}.')
     # Resolved up front, so a missing provider package or key fails before any conversation runs.
     processors = [contender.processor() for contender in contenders]
     answerer = None if answer_model is None else resolve_model(answer_model)
-    conversation = make_conversation(turns, seed)
+    conversation = make_conversation(turns, seed, domain)
     with tempfile.TemporaryDirectory(prefix='session-store-eval-') as folder:
         async with SessionStore(url or f'sqlite+aiosqlite:///{Path(folder) / "eval.db"}') as store:
             results = []
@@ -307,13 +361,22 @@ async def evaluate_retention(
                 session = await store.session(f'retention-eval-{seed}-{new_token()}', processor=processor)
                 runner = _Runner(conversation, session, contender.name, recall, answerer, on_turn)
                 results.append(await runner.run())
-    return RetentionReport(seed, turns, conversation.facts, tuple(results), answerer is not None, recall)
+    return RetentionReport(
+        seed,
+        turns,
+        conversation.facts,
+        tuple(results),
+        answerer is not None,
+        recall,
+        domain,
+        conversation.questions,
+    )
 
 
 @dataclass
 class _Searcher:
-    """The recall probe's model: one `search_history` call per fact (its item and topic, never its value), all in
-    one response; then it keeps what each search returned."""
+    """The recall probe's model: one `search_history` call per fact (its kind's topic: never its item or value),
+    all in one response; then it keeps what each search returned."""
 
     facts: list[PlantedFact] = field(default_factory=list[PlantedFact])
     found: dict[str, str] = field(default_factory=dict[str, str])
@@ -346,8 +409,8 @@ class _Runner:
         self.recaller = Agent(FunctionModel(self.searcher, model_name='retention-eval-recall'))
 
     async def run(self) -> ContenderResult:
-        model = ScriptedSupport(self.conversation)
-        agent = support_agent(model)
+        model = ScriptedModel(self.conversation)
+        agent = scripted_agent(model)
         turns = self.conversation.turns
         start = 0
         for turn, step in enumerate(turns):
@@ -371,46 +434,69 @@ class _Runner:
         )
 
     async def _check(self, turn: int, request: list[ModelMessage]) -> None:
-        text = window_text(request)
-        planted = [fact for fact in self.conversation.facts if fact.turn < turn]
-        statuses = [fact_status(fact, text, turn) for fact in planted]
+        conversation = self.conversation
+        reading = Reading(window_text(request), conversation.items)
+        planted = [fact for fact in conversation.facts if fact.turn < turn]
+        asked = [question for question in conversation.questions if question.turn < turn]
+        statuses = [fact_status(fact, reading, turn) for fact in planted]
         missing = [fact for fact, status in zip(planted, statuses, strict=True) if status not in IN_CONTEXT]
         found = await self._recall(missing, turn) if self.recall else {}
-        answers = await self._answers(planted, turn) if self.answerer is not None else {}
+        answers = await self._answers([*planted, *asked], turn) if self.answerer is not None else {}
         checks = tuple(
             FactCheck(fact.id, fact.kind, status, found.get(fact.id), answers.get(fact.id))
             for fact, status in zip(planted, statuses, strict=True)
         )
-        self.checkpoints.append(Checkpoint(len(self.checkpoints) + 1, turn, len(request), checks))
+        questions = tuple(
+            QuestionCheck(q.id, q.kind, question_held(conversation, q, reading, turn), answers.get(q.id)) for q in asked
+        )
+        at = find_summary(request)
+        summary = (summary_text(request[at]) or '') if at is not None else ''
+        summary_reading = Reading(summary, conversation.items)
+        in_summary = sum(summary_reading.bound(fact.item, fact.values_at(turn)[0]) != [] for fact in planted)
+        tokens = tiktoken_counter().count_text(summary) if summary else 0
+        self.checkpoints.append(
+            Checkpoint(len(self.checkpoints) + 1, turn, len(request), checks, questions, tokens, in_summary)
+        )
 
     async def _recall(self, facts: list[PlantedFact], turn: int) -> dict[str, bool]:
         """Search the archive for each fact with the session's own recall tools, as an agent would (`_Searcher`), in
-        a run outside the session: nothing of it is stored."""
+        a run outside the session: nothing of it is stored. Found means its value bound to its item."""
         if not facts:
             return {}
         self.searcher.facts, self.searcher.found = facts, {}
         await self.recaller.run('Look these facts up in the archive.', toolsets=[self.session.recall_toolset()])
-        return {fact.id: holds(self.searcher.found.get(fact.id, ''), fact.values_at(turn)[0]) for fact in facts}
+        items = self.conversation.items
 
-    async def _answers(self, facts: list[PlantedFact], turn: int) -> dict[str, bool]:
-        """Ask the answer model each fact's question on the window the next run starts from (never stored)."""
+        def found(fact: PlantedFact) -> bool:
+            reading = Reading(self.searcher.found.get(fact.id, ''), items)
+            return bool(reading.bound(fact.item, fact.values_at(turn)[0]))
+
+        return {fact.id: found(fact) for fact in facts}
+
+    async def _answers(self, questions: list[PlantedFact | Question], turn: int) -> dict[str, bool]:
+        """Ask the answer model each question (a fact's for its lookup) on the window the next run starts from
+        (never stored)."""
         assert self.answerer is not None
         agent: Agent[None, str] = Agent(self.answerer)
         window = await self.session.context()
         limit = asyncio.Semaphore(4)
 
-        async def ask(fact: PlantedFact) -> bool:
+        async def ask(question: PlantedFact | Question) -> bool:
+            text = question.question if isinstance(question, PlantedFact) else question.text
             async with limit:
-                result = await agent.run(f'{fact.question} Answer with the value only.', message_history=list(window))
-            return holds(str(result.output), fact.values_at(turn)[0])
+                result = await agent.run(
+                    f'{text} Answer with the value only, or say that you do not know.', message_history=list(window)
+                )
+            return answer_right(self.conversation, question, str(result.output), turn)
 
-        found = await asyncio.gather(*(ask(fact) for fact in facts))
-        return {fact.id: answer for fact, answer in zip(facts, found, strict=True)}
+        found = await asyncio.gather(*(ask(question) for question in questions))
+        return {question.id: answer for question, answer in zip(questions, found, strict=True)}
 
 
 def plot_retention(report: RetentionReport, path: str | Path) -> Path:
-    """Draw `report` as a PNG at `path`: per contender, the share of planted facts in context after each
-    compaction (solid) and the share in context or recallable (dashed), against the turn.
+    """Draw `report` as a PNG at `path`: per contender, after each compaction, the share of planted facts in
+    context (solid) and in context or recallable (dashed), and the facts its summary held per 1,000 summary
+    tokens, against the turn.
 
     Raises:
         ImportError: matplotlib is not installed; the message says which extra installs it.
@@ -419,13 +505,19 @@ def plot_retention(report: RetentionReport, path: str | Path) -> Path:
     def share(count: int, checkpoint: Checkpoint) -> float:
         return count / checkpoint.planted() if checkpoint.planted() else 0.0
 
+    def density(checkpoint: Checkpoint) -> float | None:
+        tokens = checkpoint.summary_tokens
+        return 1000 * checkpoint.in_summary / tokens if tokens else None
+
     series = [
         Series(
             result.contender,
             [checkpoint.turn for checkpoint in result.checkpoints],
             [share(checkpoint.in_context(), checkpoint) for checkpoint in result.checkpoints],
             [share(c.in_context() + c.recallable(), c) for c in result.checkpoints] if report.recall else None,
+            [density(checkpoint) for checkpoint in result.checkpoints],
         )
         for result in report.results
     ]
-    return draw(series, f'Retention after each compaction (seed {report.seed}, {report.turns} turns)', path)
+    title = f'{report.domain} domain, seed {report.seed}, {report.turns} turns'
+    return draw(series, title, path)

@@ -20,10 +20,10 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from session_store import SessionStore
-from session_store._eval_script import ScriptedSupport, support_agent
-from session_store._offline import extractive_summarizer
+from session_store._eval_script import ScriptedModel, scripted_agent
+from session_store._offline import SUMMARY_BUDGET
 from session_store.evaluation import (
-    FACT_KINDS,
+    DOMAINS,
     Checkpoint,
     Contender,
     ContenderResult,
@@ -34,9 +34,10 @@ from session_store.evaluation import (
     make_conversation,
 )
 from tests.test_cli import cli, fails, ok
+from tests.test_retention_defects import drops_corrections, summarizer
 
-SEED = 44
-"""A seed whose decision is corrected early (planted on turn 1, corrected on turn 12), so a short run sees it."""
+SEED = 63
+"""A seed whose decision is corrected early (planted on turn 1, corrected on turn 13), so a short run sees it."""
 TURNS = 36
 TRIGGER, KEEP = 12, 4
 """A compaction every three turns or so: many checkpoints in few turns."""
@@ -47,8 +48,8 @@ def _in_context(result: ContenderResult, kind: FactKind | None = None) -> int:
 
 
 async def test_the_extractive_summarizer_keeps_strictly_more_facts_in_context_than_the_window() -> None:
-    # Quick: 16 turns, a compaction every one or two, and an address corrected on turn 13 (seed 7).
-    report = await evaluate_retention([Contender('test', 8, 3), Contender('window', 8, 3)], turns=16, seed=7)
+    # Quick: 16 turns, a compaction every one or two, and an address corrected on turn 12 (seed 195).
+    report = await evaluate_retention([Contender('test', 8, 3), Contender('window', 8, 3)], turns=16, seed=195)
     extractive, window = report.results
     # Both cut at the same turns (the same trigger and keep on the same conversation), so every checkpoint
     # weighs the same facts.
@@ -67,34 +68,14 @@ async def test_the_extractive_summarizer_keeps_strictly_more_facts_in_context_th
     assert all(check.recallable for check in last.checks if not check.in_context)
 
 
-def _rewriting(rewrite: Callable[[str], str], name: str) -> FunctionModel:
-    """The extractive summarizer with its every summary passed through `rewrite`."""
-    extractive = extractive_summarizer()
-
-    def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        summary = extractive.function(messages, info)  # type: ignore[misc]
-        assert isinstance(summary, ModelResponse)
-        text = ''.join(part.content for part in summary.parts if isinstance(part, TextPart))
-        return ModelResponse(parts=[TextPart(rewrite(text))])
-
-    return FunctionModel(summarize, model_name=name)
-
-
-def _without_corrections(text: str) -> str:
-    """The summary without the points that carry a correction: the stale value is all it keeps."""
-    return '\n'.join(
-        line for line in text.splitlines() if 'Correction for' not in line and 'Change of plan' not in line
-    )
-
-
 @pytest.mark.slow
 async def test_what_a_summarizer_drops_the_eval_counts_lost_or_stale() -> None:
     """A summarizer that drops every number scores lower than one that keeps them; one that drops corrections
     keeps the old values, which count as stale, never as kept."""
     contenders = [
         Contender('test', TRIGGER, KEEP),
-        Contender(_rewriting(lambda text: re.sub(r'\d', '', text), 'no-numbers'), TRIGGER, KEEP),
-        Contender(_rewriting(_without_corrections, 'no-corrections'), TRIGGER, KEEP),
+        Contender(summarizer(lambda text: re.sub(r'\d', '', text), 'no-numbers', SUMMARY_BUDGET), TRIGGER, KEEP),
+        Contender(summarizer(drops_corrections, 'no-corrections', SUMMARY_BUDGET), TRIGGER, KEEP),
     ]
     report = await evaluate_retention(contenders, turns=TURNS, seed=SEED)
     kept, dropped, uncorrected = report.results
@@ -106,7 +87,7 @@ async def test_what_a_summarizer_drops_the_eval_counts_lost_or_stale() -> None:
     assert _in_context(dropped, 'preference') >= _in_context(kept, 'preference')
 
     (decision,) = [fact for fact in report.facts if fact.kind == 'decision' and fact.corrected_turn is not None]
-    assert (decision.turn, decision.corrected_turn) == (1, 12)
+    assert (decision.turn, decision.corrected_turn) == (1, 13)
 
     def statuses(result: ContenderResult, since: int = 0, until: int = TURNS) -> set[str]:
         return {
@@ -118,10 +99,11 @@ async def test_what_a_summarizer_drops_the_eval_counts_lost_or_stale() -> None:
         }
 
     # Before the correction the old value is the fact, and it is kept.
-    assert statuses(kept, until=11) == {'kept'}
-    # Once the correction has left the kept tail, the extractive summary still carries it; the summary that drops
-    # it holds only the old value (stale), until its budget drops that too (lost): never kept, never corrected.
-    assert statuses(kept, since=15) == {'corrected'}
+    assert statuses(kept, until=12) == {'kept'}
+    # Once the correction has left the kept tail, the extractive summary still carries it (until its budget drops
+    # it, the oldest point first); the summary that drops it holds only the old value (stale), until its budget
+    # drops that too (lost): never kept, never corrected.
+    assert statuses(kept, since=15, until=32) == {'corrected'}
     assert 'stale' in statuses(uncorrected, since=15) <= {'stale', 'lost'}
     # A stale fact is out of context, and the recall tools find the newer value in the archive.
     stale = [check for c in uncorrected.checkpoints for check in c.checks if check.status == 'stale']
@@ -135,8 +117,8 @@ async def test_the_recall_tools_serve_an_agent_outside_the_session_and_store_not
     """`Session.recall_toolset()`: the probe the eval's recall check is, for any agent run outside the session."""
     conversation = make_conversation(8, 3)
     session = await store_factory().session('probed', processor=Contender('window', 6, 2).processor())
-    model = ScriptedSupport(conversation)
-    agent = support_agent(model)
+    model = ScriptedModel(conversation)
+    agent = scripted_agent(model)
     for turn, step in enumerate(conversation.turns):
         model.start(turn)
         await session.run(agent, step.prompt)
@@ -158,21 +140,23 @@ async def test_the_recall_tools_serve_an_agent_outside_the_session_and_store_not
 
 
 def test_fact_status_reads_the_latest_value_whole() -> None:
-    fact = PlantedFact('address-1', 'address', 'kettle', '46 Mill Lane', 3, 'Where?', 'kettle delivered')
+    fact = PlantedFact('address-1', 'address', 'kettle', '46 Mill Lane', 3, 'Where?', 'delivered')
     corrected = PlantedFact(**{**fact.__dict__, 'corrected_value': '9 Elm Road', 'corrected_turn': 10})
-    assert fact_status(fact, 'deliver to 46  MILL lane, York', 5) == 'kept'
-    assert fact_status(fact, 'deliver to 146 Mill Lane', 5) == 'lost'  # a value is matched whole, not inside another
-    assert fact_status(corrected, 'to 46 Mill Lane', 9) == 'kept'  # not corrected yet
-    assert fact_status(corrected, 'to 46 Mill Lane', 10) == 'stale'
-    assert fact_status(corrected, 'to 46 Mill Lane, then 9 Elm Road', 10) == 'corrected'
+    assert fact_status(fact, 'the kettle: deliver to 46  MILL lane, York', 5) == 'kept'
+    assert fact_status(fact, 'the kettle: deliver to 146 Mill Lane', 5) == 'lost'  # matched whole, not inside another
+    assert fact_status(fact, 'deliver to 46 Mill Lane', 5) == 'lost'  # bound to no item
+    assert fact_status(corrected, 'kettle to 46 Mill Lane', 9) == 'kept'  # not corrected yet
+    assert fact_status(corrected, 'kettle to 46 Mill Lane', 10) == 'stale'
+    assert fact_status(corrected, 'kettle to 46 Mill Lane, then 9 Elm Road', 10) == 'corrected'
     assert fact_status(corrected, 'nothing here', 10) == 'lost'
 
 
-def test_a_conversation_is_its_seed_and_plants_every_value_once() -> None:
-    conversation = make_conversation(120, 7)
-    assert conversation == make_conversation(120, 7)
-    assert conversation != make_conversation(120, 8)
-    assert {fact.kind for fact in conversation.facts} == set(FACT_KINDS)
+@pytest.mark.parametrize('domain', ['support', 'coding'])
+def test_a_conversation_is_its_seed_and_plants_every_value_once(domain: str) -> None:
+    conversation = make_conversation(120, 7, domain)
+    assert conversation == make_conversation(120, 7, domain)
+    assert conversation != make_conversation(120, 8, domain)
+    assert {fact.kind for fact in conversation.facts} == set(DOMAINS[domain].fact_kinds)
     assert any(fact.corrected_turn is not None for fact in conversation.facts)
     for fact in conversation.facts:
         for value, turn in ((fact.value, fact.turn), (fact.corrected_value, fact.corrected_turn)):
@@ -180,9 +164,23 @@ def test_a_conversation_is_its_seed_and_plants_every_value_once() -> None:
                 continue
             said = [n for n, step in enumerate(conversation.turns) if value in repr(step)]
             assert said == [turn], (fact, said)  # found in a window, the value can only mean this fact
-        if fact.kind == 'tool':  # the tool's return holds it; the customer's prompt and the reply do not
+        if DOMAINS[domain].kinds[fact.kind].tool is not None:  # the tool's return holds it, and no prompt or reply
             step = conversation.turns[fact.turn]
             assert fact.value not in step.prompt + step.reply and fact.value in step.calls[0].result
+    # The other questions: a join asks for two facts of one item, once both are planted; an order question
+    # follows its fact's correction; an unanswerable one asks for a kind never given for its item.
+    assert {question.kind for question in conversation.questions} == {'join', 'order', 'unanswerable'}
+    for question in conversation.questions:
+        facts = [conversation.fact(fact_id) for fact_id in question.facts]
+        if question.kind == 'join':
+            assert len(facts) == 2 and {fact.item for fact in facts} == {question.item}
+            assert question.turn == facts[1].turn > facts[0].turn and facts[0].value in question.text
+        elif question.kind == 'order':
+            (fact,) = facts
+            assert question.turn == fact.corrected_turn and fact.item in question.text
+        else:
+            assert not facts and question.item in question.text
+            assert not [f for f in conversation.facts if (f.item, f.kind) == (question.item, question.topic)]
 
 
 @pytest.mark.slow
@@ -197,14 +195,21 @@ async def test_answers_are_checked_against_the_window_the_model_was_given() -> N
         return ModelResponse(parts=[TextPart('I do not know.')])
 
     contender = [Contender('test', TRIGGER, KEEP)]
-    told = await evaluate_retention(contender, turns=16, seed=SEED, recall=False, answer_model=FunctionModel(parrot))
+    told = await evaluate_retention(contender, turns=TURNS, seed=SEED, recall=False, answer_model=FunctionModel(parrot))
     (result,) = told.results
     assert told.answered and not told.recall and result.checkpoints
     for checkpoint in result.checkpoints:
         assert [check.answered for check in checkpoint.checks] == [check.in_context for check in checkpoint.checks]
         assert all(check.recallable is None for check in checkpoint.checks)
-    none = await evaluate_retention(contender, turns=16, seed=SEED, recall=False, answer_model=FunctionModel(blank))
-    assert none.results[0].total(Checkpoint.answered) == 0
+    none = await evaluate_retention(contender, turns=TURNS, seed=SEED, recall=False, answer_model=FunctionModel(blank))
+    (blank_result,) = none.results
+    assert blank_result.total(Checkpoint.answered) == 0
+    # Knowing nothing is the right answer to an unanswerable question, and only to it; the parrot, which says every
+    # value it was sent, answers some of them wrongly.
+    for kind, right in (('join', 0), ('unanswerable', blank_result.total(lambda c: c.asked('unanswerable')))):
+        assert blank_result.total(lambda c, kind=kind: c.answered_right(kind)) == right, kind  # type: ignore[misc]
+    asked = result.total(lambda c: c.asked('unanswerable'))
+    assert asked and result.total(lambda c: c.answered_right('unanswerable')) < asked
 
 
 def test_bad_settings_are_refused_naming_the_parameter() -> None:
@@ -227,9 +232,10 @@ def test_eval_prints_its_tables_and_json_offline(tmp_path: Path) -> None:
     text = ok(cli(*args, cwd=tmp_path, env={'COLUMNS': '80'}))  # a terminal's width, as the docs page shows
     # Without --vs-* the summarizer is compared with the sliding window of the same trigger and keep.
     for title in (
-        'test summarizer, trigger 8, keep 3:\nfacts in the window after each compaction',
-        'sliding window, trigger 8, keep 3:\nevery check of a planted fact, by kind',
-        f'Seed {SEED}, 12 turns, 3 planted facts',
+        'test summarizer, trigger 8, keep 3:\nquestions the window held after each compaction',
+        'sliding window, trigger 8, keep 3:\nevery lookup of a planted fact, by kind',
+        f'Support, seed {SEED}, 12 turns, 3 facts',
+        'facts per 1k summary tokens',
     ):
         assert title in text, text
     # The titles fit those 80 columns too, as the tables do.
@@ -242,6 +248,14 @@ def test_eval_prints_its_tables_and_json_offline(tmp_path: Path) -> None:
     assert (data['seed'], data['turns'], len(data['facts'])) == (SEED, 12, 3)
     checks = data['results'][0]['checkpoints'][0]['checks']
     assert checks and set(checks[0]) == {'fact', 'kind', 'status', 'recallable', 'answered'}
+    assert set(data['results'][0]['by_question_kind']) == {'lookup', 'join', 'order', 'unanswerable'}
+    coding = json.loads(ok(cli(*args, '--domain', 'coding', '--json', cwd=tmp_path)))
+    assert coding['domain'] == 'coding' and {fact['kind'] for fact in coding['facts']} <= {
+        'file',
+        'decision',
+        'library',
+        'error',
+    }
     assert not list(tmp_path.iterdir()), 'the eval leaves no database behind'
 
 
@@ -263,7 +277,7 @@ def test_the_200_turn_eval_runs_offline_and_prints_the_same_figures_twice(tmp_pa
     args = ['eval', '--summarizer', 'test', '--turns', '200', '--seed', '1', '--plot', 'retention.png']
     first, second = ok(cli(*args, cwd=tmp_path)), ok(cli(*args, cwd=tmp_path))
     assert first == second
-    assert 'Seed 1, 200 turns, 40 planted facts: side by side' in first
+    assert 'Support, seed 1, 200 turns, 40 facts' in first
     assert (tmp_path / 'retention.png').read_bytes().startswith(b'\x89PNG\r\n\x1a\n')
 
 

@@ -165,9 +165,10 @@ COMMANDS: Mapping[str, Listed] = {
     ),
     'eval': Listed(
         '.evaluation',
-        'Measure how much a summarizer keeps: a seeded support conversation with planted facts (order numbers, '
-        'addresses, preferences, decisions and their corrections, a fact only a tool returned), run through a '
-        'session, checked after every compaction.',
+        "Measure how much a summarizer keeps: a seeded conversation with planted facts (a support chat's order "
+        "numbers, addresses, preferences and decisions, or a coding session's files, decisions, libraries and "
+        'errors, some corrected, one kind only a tool returned) and questions, run through a session, checked '
+        'after every compaction. A value counts only in a sentence that names its item.',
     ),
     'export': Listed('.transfer', 'Write a session to JSON Lines, for `import`.'),
     'fork': Listed('.branching', "Copy the first N messages of a session's active path into a new session."),

@@ -102,6 +102,13 @@ _count = Bounded(1, MAX_TRIGGER)
     '--seed', type=int, default=1, show_default=True, help='The conversation: the same seed, the same figures.'
 )
 @click.option(
+    '--domain',
+    type=click.Choice(['support', 'coding']),
+    default='support',
+    show_default=True,
+    help="The conversation: a shop's support chat, or a coding assistant's session.",
+)
+@click.option(
     '--answer-model',
     metavar='MODEL',
     help='Also ask this model every planted fact after each compaction, and check its answer (billed requests).',
@@ -122,14 +129,16 @@ def evaluate(
     vs_prompt_file: str | None,
     turns: int,
     seed: int,
+    domain: str,
     answer_model: str | None,
     no_recall: bool,
     plot_path: str | None,
     as_json: bool,
 ) -> None:
-    """Measure how much a summarizer keeps: a seeded support conversation with planted facts (order numbers,
-    addresses, preferences, decisions and their corrections, a fact only a tool returned), run through a
-    session, checked after every compaction.
+    """Measure how much a summarizer keeps: a seeded conversation with planted facts (a support chat's order
+    numbers, addresses, preferences and decisions, or a coding session's files, decisions, libraries and errors,
+    some corrected, one kind only a tool returned) and questions, run through a session, checked after every
+    compaction. A value counts only in a sentence that names its item.
 
     Without --vs-* options the summarizer is compared with the sliding window of the same trigger and keep.
     Runs offline with the 'test' summarizer; a provider model needs its API key in the environment.
@@ -144,7 +153,7 @@ def evaluate(
             from .._eval_plot import PLOT_EXTRA
 
             raise Failure(f'--plot needs matplotlib: {PLOT_EXTRA}.') from None
-    report = run(settings, _evaluate(contenders, turns, seed, answer_model, not no_recall))
+    report = run(settings, _evaluate(contenders, turns, seed, domain, answer_model, not no_recall))
     if as_json:
         out.print_json(json.dumps(report.to_json()))
     else:
@@ -160,7 +169,7 @@ def evaluate(
 
 
 async def _evaluate(
-    contenders: list[Contender], turns: int, seed: int, answer_model: str | None, recall: bool
+    contenders: list[Contender], turns: int, seed: int, domain: str, answer_model: str | None, recall: bool
 ) -> RetentionReport:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -181,7 +190,13 @@ async def _evaluate(
             progress.update(tasks[name], completed=done)
 
         return await evaluate_retention(
-            contenders, turns=turns, seed=seed, recall=recall, answer_model=answer_model, on_turn=advance
+            contenders,
+            turns=turns,
+            seed=seed,
+            domain=domain,
+            recall=recall,
+            answer_model=answer_model,
+            on_turn=advance,
         )
 
 
@@ -189,37 +204,48 @@ def _share(part: int, whole: int) -> str:
     return f'{100 * part / whole:.0f}%' if whole else '-'
 
 
-def _by_compaction(report: RetentionReport, result: ContenderResult) -> Table:
-    from ..evaluation import FACT_KINDS
+def _ratio(part: int, whole: int) -> str:
+    return f'{part}/{whole}' if whole else '-'
 
-    table = _table(f'{result.contender}:\nfacts in the window after each compaction (in context / planted)')
-    for name in ('#', 'turn', *FACT_KINDS, 'in context', 'stale', 'lost'):
+
+_HEADS = {'lookup': 'lookup', 'join': 'join', 'order': 'order', 'unanswerable': 'no answer'}
+"""The question kinds as the tables head them."""
+
+
+def _by_compaction(report: RetentionReport, result: ContenderResult) -> Table:
+    from ..evaluation import QUESTION_KINDS
+
+    table = _table(f'{result.contender}:\nquestions the window held after each compaction (held / asked)')
+    for name in ('#', 'turn', *_HEADS.values(), 'stale', 'lost'):
         table.add_column(name, justify='right')
     if report.recall:
         table.add_column('recallable', justify='right')
+    table.add_column('summary', justify='right')
+    table.add_column('per 1k', justify='right')
     if report.answered:
         table.add_column('answered', justify='right')
     for c in result.checkpoints:
         row = [str(c.compaction), str(c.turn)]
-        row += [f'{c.in_context(kind)}/{c.planted(kind)}' for kind in FACT_KINDS]
-        row += [f'{c.in_context()}/{c.planted()}', str(c.count('stale')), str(c.count('lost'))]
+        row += [_ratio(c.held(kind), c.asked(kind)) for kind in QUESTION_KINDS]
+        row += [str(c.count('stale')), str(c.count('lost'))]
         row += [str(c.recallable())] if report.recall else []
-        row += [f'{c.answered()}/{c.planted()}'] if report.answered else []
+        row += [f'{c.summary_tokens:,}', f'{1000 * c.in_summary / c.summary_tokens:.1f}' if c.summary_tokens else '-']
+        if report.answered:
+            asked = sum(c.asked(kind) for kind in QUESTION_KINDS)
+            row.append(f'{sum(c.answered_right(kind) for kind in QUESTION_KINDS)}/{asked}')
         table.add_row(*row)
     return table
 
 
 def _by_kind(report: RetentionReport, result: ContenderResult) -> Table:
-    from ..evaluation import FACT_KINDS
-
-    table = _table(f'{result.contender}:\nevery check of a planted fact, by kind')
+    table = _table(f'{result.contender}:\nevery lookup of a planted fact, by kind')
     for name in ('kind', 'checks', 'kept', 'corrected', 'stale', 'lost', 'in context'):
         table.add_column(name, justify='left' if name == 'kind' else 'right')
     if report.recall:
         table.add_column('recallable', justify='right')
     if report.answered:
         table.add_column('answered', justify='right')
-    for kind in (*FACT_KINDS, None):
+    for kind in (*report.fact_kinds, None):
         checks = [
             check for checkpoint in result.checkpoints for check in checkpoint.checks if kind in (None, check.kind)
         ]
@@ -237,32 +263,43 @@ def _by_kind(report: RetentionReport, result: ContenderResult) -> Table:
 
 def _comparison(report: RetentionReport) -> Table:
     """The contenders side by side, a column each: what they kept over every checkpoint, and what it cost."""
-    from ..evaluation import Checkpoint
+    from ..evaluation import QUESTION_KINDS, Checkpoint, QuestionKind
 
-    table = _table(f'Seed {report.seed}, {report.turns} turns, {len(report.facts)} planted facts: side by side')
+    table = _table(
+        f'{report.domain.capitalize()}, seed {report.seed}, {report.turns} turns, {len(report.facts)} facts, '
+        f'{len(report.questions)} other questions:\nside by side'
+    )
     table.add_column('', no_wrap=True)
     for result in report.results:
         table.add_column(result.contender, justify='right')
+
+    def held(kind: QuestionKind) -> Callable[[ContenderResult], str]:
+        return lambda r: _share(r.total(lambda c: c.held(kind)), r.total(lambda c: c.asked(kind)))
+
+    def answered(kind: QuestionKind) -> Callable[[ContenderResult], str]:
+        return lambda r: _share(r.total(lambda c: c.answered_right(kind)), r.total(lambda c: c.asked(kind)))
+
     rows: list[tuple[str, Callable[[ContenderResult], str]]] = [
         ('compactions', lambda r: str(len(r.checkpoints))),
-        ('in context', lambda r: _share(r.total(Checkpoint.in_context), r.total(Checkpoint.planted))),
+        *((f'{_HEADS[kind]}: held', held(kind)) for kind in QUESTION_KINDS),
     ]
     if report.recall:
         rows.append(
             (
-                'in context or recallable',
+                'lookup held or recallable',
                 lambda r: _share(
                     r.total(Checkpoint.in_context) + r.total(Checkpoint.recallable), r.total(Checkpoint.planted)
                 ),
             )
         )
     if report.answered:
-        rows.append(('answered', lambda r: _share(r.total(Checkpoint.answered), r.total(Checkpoint.planted))))
+        rows += [(f'{_HEADS[kind]}: answered', answered(kind)) for kind in QUESTION_KINDS]
     rows += [
         ('summaries', lambda r: str(r.summaries)),
         ('summarizer read, tokens', lambda r: f'{r.summarizer_input_tokens:,}'),
         ('summarizer wrote, tokens', lambda r: f'{r.summarizer_output_tokens:,}'),
         ('last summary, tokens', lambda r: f'{r.last_summary_tokens:,}'),
+        ('facts per 1k summary tokens', lambda r: '-' if r.per_thousand is None else f'{r.per_thousand:.1f}'),
     ]
     for name, cell in rows:
         table.add_row(name, *(cell(result) for result in report.results))
