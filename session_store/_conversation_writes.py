@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ._codec import now
-from ._conversation_rows import RECORD, RecordRow, details_of, record_columns
+from ._conversation_rows import RECORD, RecordRow, details_of, record_columns, record_read
 from ._db.sealing import Sealer, Vault
 from ._history.archive import add_root_segment, check_metadata, copy_path
 from ._history.branches import move_head
@@ -232,4 +232,4 @@ async def write_details(
         claim = claim.where(SessionRow.title.is_not_distinct_from(stored.title))
     if await db.scalar(claim.values(**values).returning(SessionRow.pk)) is None:
         raise conflict
-    return RecordRow._make((await db.execute(RECORD, {'session_id': conversation_id})).one())
+    return RecordRow._make((await db.execute(RECORD, record_read(conversation_id, kept))).one())

@@ -50,7 +50,9 @@ from ._conversation_rows import (
     entries_query,
     entry_of,
     record_of,
+    record_read,
     window_entries,
+    written_row,
 )
 from ._conversation_writes import RETRY, advance, check_details, create, write_details
 from ._history.archive import insert_messages, message_rows
@@ -188,7 +190,7 @@ class SQLConversationStore(ConversationStore):
                     if compaction.done == 'no':  # the row just read is the stored one: pydantic-ai's load takes it
                         _KEPT.set(row)
                     elif compaction.stored is not None:  # the compaction's write tells how it changed the row
-                        _KEPT.set(self._compacted_row(row, before, compaction.stored))
+                        _KEPT.set(self._keep_written(row, before, compaction.stored))
                 loaded = await super().load(conversation_id, limit=limit, scope=scope)
             finally:
                 _KEPT.reset(kept)
@@ -271,8 +273,9 @@ class SQLConversationStore(ConversationStore):
 
     async def _read_row(self, conversation_id: str) -> RecordRow | None:
         """The conversation's session row as `RECORD` reads it (one SELECT), kept for the load or save after it."""
+        known = self._rows.peek(conversation_id)
         read = await self._database.glance(
-            lambda db: db.execute(RECORD, {'session_id': conversation_id}).first(), session_id=conversation_id
+            lambda db: db.execute(RECORD, record_read(conversation_id, known)).first(), session_id=conversation_id
         )
         found = None if read is None else RecordRow._make(read)
         self._rows.put(conversation_id, found)
@@ -280,32 +283,15 @@ class SQLConversationStore(ConversationStore):
             self._tips.put(found.tip, conversation_id)
         return found
 
-    def _compacted_row(self, row: RecordRow, before: StoredWindow | None, stored: StoredRun) -> RecordRow | None:
-        """`row` as the compaction of the window at its revision (`before`, if kept) left it, with what that write
-        `stored`, kept for the load to hand out; `None` when the window kept since is not that write's, or `before`
-        does not hold the entry the new window opens after (the row is read again then)."""
-        after = self._runs.windows.peek(row.session_id)
-        if after is None or after.revision != stored.revision or after.message_count != row.message_count:
-            return None
-        if after.window_start in (0, row.window_start):
-            before_window = None if after.window_start == 0 else row.before_window
-        elif before is None or before.revision != row.revision:
-            return None
-        else:
-            opening = [e.entry_id for e in before.entries if e.position == after.window_start - 1]
-            if not opening:
-                return None
-            before_window = opening[0]
-        compacted = row._replace(
-            revision=stored.revision,
-            head_end=after.head_end,
-            window_start=after.window_start,
-            before_window=before_window,
-            usage=stored.usage,
-            updated_at=stored.updated_at,
-        )
-        self._rows.put(row.session_id, compacted)
-        return compacted
+    def _keep_written(
+        self, row: RecordRow, before: StoredWindow | None, stored: StoredRun, added: Sequence[ConversationEntry] = ()
+    ) -> RecordRow | None:
+        """Keep `row` as this process's write of `stored` left it (`written_row`), for the next load's read and the
+        next save; the row as it was stays kept when that can't be told, and is read again."""
+        written = written_row(row, before, self._runs.windows.peek(row.session_id), stored, added)
+        if written is not None:
+            self._rows.put(row.session_id, written)
+        return written
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         """The conversations (under `scope`, if given), most recently saved first, at most `limit`; one SELECT."""
@@ -520,6 +506,8 @@ class SQLConversationStore(ConversationStore):
                 head=self._head(conversation_id),
             )
             if stored is not None:
+                if (row := self._rows.peek(conversation_id)) is not None and row.revision == expected_revision:
+                    self._keep_written(row, before, stored, new_entries)
                 self._usages.put(conversation_id, (stored.usage, copy(record.usage)))
                 self._extend_entries(conversation_id, before, new_entries, appended.messages, record.revision)
                 return

@@ -426,6 +426,48 @@ async def test_a_save_after_another_store_saved_is_a_conflict_and_stores_nothing
     assert await prompts(theirs) == ['Turn M1', 'Turn M2 from the other process', 'Turn M3 again']
 
 
+async def test_two_stores_taking_turns_each_load_what_a_fresh_store_loads(store_factory: StoreFactory) -> None:
+    """A door passes what it knows of the row it read or wrote last (its tip, the entry before its window) with the
+    next read, which the database takes only at that row's revision. Two stores taking turns on one conversation,
+    through compactions that move the window, each read the record and load the window a store that knows nothing
+    reads and loads, and the archive stays one chain."""
+    stores = [store_factory(processor=summarizing(RecordingSummarizer())) for _ in range(2)]
+    agent = make_agent(Assistant())
+    await stores[0].session('shared')
+    turn = 0
+    for _ in range(4):
+        for store in stores:  # each store takes three turns in a row, then hands over
+            for _ in range(3):
+                conversation = await store.conversations.load('shared')
+                assert conversation is not None
+                fresh = store_factory()
+                assert await store.conversations.read_record('shared') == await fresh.conversations.read_record(
+                    'shared'
+                )
+                reloaded = await fresh.conversations.load('shared')
+                assert reloaded is not None and conversation.messages == reloaded.messages
+                # each entry's parent too: the first follows the entry before the window
+                assert await store.conversations.load_entries('shared') == await fresh.conversations.load_entries(
+                    'shared'
+                )
+                await store.conversations.save(
+                    await agent.run(f'T{turn} please', conversation=conversation, usage_limits=UNLIMITED)
+                )
+                turn += 1
+
+    history = await stores[1].history('shared')
+    prompts = [p.content for m in history for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == [f'T{n} please' for n in range(turn)]
+    record = await stores[0].conversations.read_record('shared')
+    assert record is not None and record.head_id is not None
+    chain: list[str] = []  # from the head back to the root, through each entry's parent
+    entry_id: str | None = record.head_id
+    while entry_id is not None:
+        chain.append(entry_id)
+        entry_id = (await stores[0].conversations.read_entry(entry_id)).parent_id
+    assert len(chain) == len(history)
+
+
 def untimed_turns(turns: int) -> list[ModelMessage]:
     """`turns` turns as `Assistant` answers them, built by hand as an import or an older pydantic-ai leaves them:
     no request carries a timestamp. The first opens with the agent's system prompt."""
