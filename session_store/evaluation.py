@@ -29,13 +29,10 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from processors import (
-    DEFAULT_SUMMARY_PROMPT,
-    ContextMessages,
-    SlidingWindowProcessor,
-    SummarizationProcessor,
-    part_text,
-)
+from processors import SlidingWindowProcessor, SummarizationProcessor
+from processors.specs import ContextMessages
+from processors.summarization import DEFAULT_SUMMARY_PROMPT
+from processors.text import part_text
 
 from ._display import tiktoken_counter
 from ._eval_plot import Series, draw
