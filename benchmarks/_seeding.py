@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from session_store import ExportedSegment, ExportedSummary, SessionExport, SessionNotFound, SessionStore
-from session_store.exports import path_of
+from session_store import SessionExport, SessionNotFound, SessionStore
+from session_store.exports import ExportedSegment, ExportedSummary, path_of
 
 __all__ = ('Archive',)
 

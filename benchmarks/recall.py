@@ -83,7 +83,8 @@ from pydantic_ai.messages import (
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-from session_store import SearchHit, SessionStore
+from session_store import SessionStore
+from session_store.results import SearchHit
 from testkit.postgres import drop_database, fresh_database
 
 Match = Literal['words', 'phrase']

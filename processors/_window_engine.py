@@ -29,10 +29,10 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from ._text import render
 from .cut_points import CutIndex
 from .specs import Size
 from .summary import find_summary, summary_request, summary_text
+from .text import render
 from .tokens import TokenCounter, count_tokens
 
 _MAX_LINEAGES = 16

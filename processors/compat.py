@@ -1,11 +1,13 @@
-"""`summarization-pydantic-ai`'s names for what `processors` does, so its users switch by changing an import.
+"""`summarization-pydantic-ai`'s public names, all of them, so its users switch by changing an import.
 
-Each name here exists only for code written against that package: its capability classes (with its
-defaults), its factories (with its signatures and defaults), its transcript format, its name for awaiting
-a counter, and a constant it exports. `processors` re-exports them all, so
-`from pydantic_ai_summarization import X` becomes `from processors import X`. Code written for
-`processors` uses the plain names: `SlidingWindow`, `Summarization`, the processor classes themselves,
-`count_tokens` and `format_messages`.
+`__all__` here is that package's surface (less pydantic-ai's `ModelType` and its `__version__`), and
+`processors` serves each of these names too, so `from pydantic_ai_summarization import X` becomes
+`from processors import X` (or `from processors.compat import X`). Most are our own names, imported
+from their modules. Those defined here exist only for code written against that package: its
+capability classes (with its defaults), its factories (with its signatures and defaults), its
+transcript format, its name for awaiting a counter, and a constant it exports. Code written for
+`processors` uses the plain names: `SlidingWindow`, `Summarization`, the processor classes
+themselves and `count_tokens`.
 """
 
 from __future__ import annotations
@@ -18,19 +20,37 @@ from pydantic_ai.messages import BaseToolCallPart, BaseToolReturnPart, FilePart,
 from pydantic_ai.models import Model
 
 from . import sliding_window, summarization
-from ._text import part_text, render, speaker
-from .capabilities import SlidingWindow, Summarization
+from .capabilities import LimitWarnerCapability, SlidingWindow, Summarization
+from .compression import CompressionPlan, SkipReason, SummarizationResult
+from .context_manager import ContextManagerCapability
 from .limit_warner import LimitWarnerProcessor, WarningOn
 from .sliding_window import SlidingWindowProcessor
-from .specs import ContextSize
+from .specs import ContextFraction, ContextMessages, ContextSize, ContextTokens
 from .summarization import DEFAULT_SUMMARY_PROMPT, SummarizationProcessor
+from .text import part_text, render, speaker
 from .tokens import TokenCounter, count_tokens, count_tokens_approximately
 
 __all__ = (
     'DEFAULT_CONTINUATION_PROMPT',
+    'DEFAULT_SUMMARY_PROMPT',
+    'CompressionPlan',
+    'ContextFraction',
+    'ContextManagerCapability',
+    'ContextMessages',
+    'ContextSize',
+    'ContextTokens',
+    'LimitWarnerCapability',
+    'LimitWarnerProcessor',
+    'SkipReason',
     'SlidingWindowCapability',
+    'SlidingWindowProcessor',
     'SummarizationCapability',
+    'SummarizationProcessor',
+    'SummarizationResult',
+    'TokenCounter',
+    'WarningOn',
     'async_count_tokens',
+    'count_tokens_approximately',
     'create_limit_warner_processor',
     'create_sliding_window_processor',
     'create_summarization_processor',

@@ -19,11 +19,11 @@ from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
 from ._processor_base import WindowedProcessor, build_windowing
-from ._text import format_messages
 from ._window_engine import Compact, Compaction, Decision, Lineage, Outcome, Windowing
 from .compression import CompressionPlan, SkipReason, SummarizationResult
 from .specs import ContextSize
 from .summary import SummarizationFailure, Summary, summary_request
+from .text import format_messages
 from .tokens import TokenCounter, count_tokens, count_tokens_approximately
 
 __all__ = ('DEFAULT_SUMMARY_PROMPT', 'SummarizationProcessor')

@@ -18,7 +18,7 @@ from functools import cache
 import tiktoken
 from pydantic_ai.messages import ModelMessage
 
-from ._text import message_texts
+from .text import message_texts
 
 __all__ = (
     'MEDIA_TOKENS',

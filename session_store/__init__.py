@@ -1,6 +1,11 @@
 """Persistent pydantic-ai sessions: a complete SQL archive of every message, stored incremental summaries,
 and windows rebuilt from them without reading the archive.
 
+`__all__` is what a new user needs: the store and its sessions, pydantic-ai's conversation store, the settings
+for encryption and recall, the export document, the helpers for chat front ends and the errors. What the store
+hands back lives in `session_store.results`, an export's parts in `session_store.exports`, and the default URL
+and the processor type in `session_store.store`.
+
 Each public name is imported from its module on first use, so that importing a part of the package (the command
 line's help, `session_store.errors`) does not import pydantic-ai, SQLAlchemy and alembic with it.
 """
@@ -11,8 +16,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._db.engine import DEFAULT_URL
-    from ._history.windows import WindowProcessor
     from .chat import dispatch_chat, run_limits
     from .conversations import SQLConversationStore
     from .encryption import Encryption
@@ -29,53 +32,29 @@ if TYPE_CHECKING:
         StoreUnavailable,
         SummarizerFailed,
     )
-    from .exports import ExportedSegment, ExportedSummary, SessionExport
+    from .exports import SessionExport
     from .recall import Recall
-    from .results import (
-        Branch,
-        Removed,
-        Resealed,
-        SearchHit,
-        SessionInfo,
-        SessionWindow,
-        StoredSummary,
-        SummaryChain,
-        Vacuumed,
-    )
     from .session import Session
     from .store import SessionStore
 
 __all__ = (
-    'DEFAULT_URL',
-    'Branch',
     'DatabaseLocked',
     'Encryption',
     'ExportError',
-    'ExportedSegment',
-    'ExportedSummary',
     'KeyUnavailable',
     'Recall',
-    'Removed',
-    'Resealed',
     'SQLConversationStore',
     'SchemaMismatch',
-    'SearchHit',
     'ServerRefused',
     'Session',
     'SessionConflict',
     'SessionExport',
-    'SessionInfo',
     'SessionNotFound',
     'SessionStore',
-    'SessionWindow',
     'StorageFull',
     'StoreError',
     'StoreUnavailable',
-    'StoredSummary',
     'SummarizerFailed',
-    'SummaryChain',
-    'Vacuumed',
-    'WindowProcessor',
     'dispatch_chat',
     'run_limits',
 )
@@ -93,30 +72,14 @@ _ERRORS = (
     'StoreUnavailable',
     'SummarizerFailed',
 )
-_RESULTS = (
-    'Branch',
-    'Removed',
-    'Resealed',
-    'SearchHit',
-    'SessionInfo',
-    'SessionWindow',
-    'StoredSummary',
-    'SummaryChain',
-    'Vacuumed',
-)
 _HOMES: dict[str, str] = {
-    'DEFAULT_URL': '._db.engine',
-    'WindowProcessor': '._history.windows',
     'dispatch_chat': '.chat',
     'run_limits': '.chat',
     'SQLConversationStore': '.conversations',
     'Encryption': '.encryption',
     **dict.fromkeys(_ERRORS, '.errors'),
-    'ExportedSegment': '.exports',
-    'ExportedSummary': '.exports',
     'SessionExport': '.exports',
     'Recall': '.recall',
-    **dict.fromkeys(_RESULTS, '.results'),
     'Session': '.session',
     'SessionStore': '.store',
 }

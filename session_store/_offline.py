@@ -42,7 +42,7 @@ HEADING = 'The conversation so far (offline extractive summary: what the user as
 # the new messages' block opens; the new messages end at the last closing tag (a focus block may follow it).
 _PREVIOUS = re.compile(r'<previous_summary>\n(.*?)\n</previous_summary>\n\n<new_messages>\n', re.S)
 _NEW = re.compile(r'<new_messages>\n(.*)\n</new_messages>', re.S)
-# Where each part of the transcript starts: the speakers `processors._text.speaker` writes, at a line's start.
+# Where each part of the transcript starts: the speakers `processors.text.speaker` writes, at a line's start.
 _SPEAKER = re.compile(
     r'^(User|Tool result \S+(?: \(([a-z-]+)\))?|Tool call \S+|System|Assistant(?: \(thinking\))?'
     r'|Earlier summary|Feedback|Context): ',

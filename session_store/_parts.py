@@ -13,7 +13,7 @@ row here; a new role is a new case in both renderers, which mypy holds them to. 
 table has no row for (from a pydantic-ai release newer than it) plays the role `other`, showing the text
 it carries.
 
-`part_text` is how each part reads as text for search (`message_text`), the same text `processors.part_text` gives
+`part_text` is how each part reads as text for search (`message_text`), the same text `processors.text.part_text` gives
 the loaded part for token counting; `tests/test_parts_stored.py` holds the two equal.
 """
 
@@ -230,7 +230,7 @@ def _file_repr(value: Mapping[str, Any], *, unrecorded: bool) -> str:
 
 
 def part_text(part: Part) -> tuple[str, int]:
-    """The text a model reads for `part`, and its media count: what `processors.part_text` gives it loaded."""
+    """The text a model reads for `part`, and its media count: what `processors.text.part_text` gives it loaded."""
     part = _loaded(part)
     kind = part.get('part_kind')
     if kind in ('tool-call', 'builtin-tool-call'):
@@ -251,7 +251,7 @@ def part_text(part: Part) -> tuple[str, int]:
 
 def message_text(message: Message) -> str:
     """The text a message carries, its instructions and its parts' readings joined by newlines (what a search
-    matches): `processors.message_text` of the loaded message."""
+    matches): `processors.text.message_text` of the loaded message."""
     texts = [message.get('instructions') or '', *(part_text(part)[0] for part in message.get('parts', ()))]
     return '\n'.join(text for text in texts if text)
 

@@ -33,15 +33,11 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from processors import (
-    DEFAULT_SUMMARY_PROMPT,
-    ContextMessages,
-    SlidingWindowProcessor,
-    SummarizationProcessor,
-    find_summary,
-    part_text,
-    summary_text,
-)
+from processors import SlidingWindowProcessor, SummarizationProcessor, summary_text
+from processors.specs import ContextMessages
+from processors.summarization import DEFAULT_SUMMARY_PROMPT
+from processors.summary import find_summary
+from processors.text import part_text
 
 from ._display import tiktoken_counter
 from ._eval_checks import IN_CONTEXT, FactStatus, answer_right, fact_status, question_held

@@ -15,7 +15,7 @@ from pydantic_ai import ModelRetry
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.toolsets import FunctionToolset
 
-from processors import format_messages
+from processors.text import format_messages
 
 from ._db.database import Database
 from ._history import review

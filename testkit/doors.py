@@ -45,7 +45,8 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
-from processors import ContextSize, SlidingWindow, SummarizationProcessor, as_capability
+from processors import ContextSize, SlidingWindow, SummarizationProcessor
+from processors.capabilities import as_capability
 from session_store import SessionStore
 from testkit.scripted import NEW_MESSAGES, RecordingSummarizer
 

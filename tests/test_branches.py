@@ -12,8 +12,9 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from processors import SummarizationProcessor
-from session_store import SearchHit, Session, SessionConflict, SessionStore
+from session_store import Session, SessionConflict, SessionStore
 from session_store._history.records import RunRecord
+from session_store.results import SearchHit
 from testkit.scripted import MARKER, NEW_MESSAGES, ParallelToolAssistant, RecordingSummarizer, scripted_agent
 
 StoreFactory = Callable[..., SessionStore]

@@ -27,10 +27,11 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
-from session_store import SessionStore, SessionWindow, StoredSummary
+from session_store import SessionStore
 from session_store._db.schema import head_revision, migrations_dir
 from session_store.cli import main
 from session_store.cli._app import COMMANDS
+from session_store.results import SessionWindow, StoredSummary
 from testkit.scripted import ParallelToolAssistant, scripted_agent
 from testkit.templates import NewDatabase
 from tests._demo import twelve_demo_turns, twenty_four_demo_turns

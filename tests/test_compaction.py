@@ -31,9 +31,9 @@ from processors import (
     SummarizationProcessor,
     SummarizationResult,
     Summary,
-    find_summary,
     summary_text,
 )
+from processors.summary import find_summary
 from testkit.histories import SYSTEM, pair_violations, system_prompts, tool_history
 from testkit.real_histories import histories
 from testkit.scripted import NEW_MESSAGES, PREVIOUS

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -21,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import processors
-from processors import (
+from processors import (  # the seed package's names, as code written for it imports them
     DEFAULT_CONTINUATION_PROMPT,
     SlidingWindow,
     SlidingWindowCapability,
@@ -64,16 +66,54 @@ SEED_NAMES = (
 """The seed package's public names (its `__all__`, less `__version__` and `ModelType`, pydantic-ai's own)."""
 
 
+PUBLIC = (
+    # each processor as a capability, and as a plain history processor
+    'SlidingWindow',
+    'Summarization',
+    'ContextManagerCapability',
+    'LimitWarnerCapability',
+    'SlidingWindowProcessor',
+    'SummarizationProcessor',
+    'LimitWarnerProcessor',
+    # the size rule and the token counters
+    'ContextSize',
+    'TokenCounter',
+    'TiktokenCounter',
+    'count_tokens',
+    'count_tokens_approximately',
+    # what a summary hands back
+    'Summary',
+    'SummarizationFailure',
+    'SummarizationResult',
+    'CompressionPlan',
+    'summary_text',
+)
+"""`processors.__all__`: the short list a new user holds. Everything else lives in its module."""
+
+
+def test_the_public_names_are_the_short_list() -> None:
+    assert sorted(processors.__all__) == sorted(PUBLIC)
+    assert len(processors.__all__) == len(set(processors.__all__))
+
+
 @pytest.mark.parametrize('name', SEED_NAMES)
-def test_every_public_name_of_the_seed_package_is_exported(name: str) -> None:
-    assert name in processors.__all__
-    assert getattr(processors, name) is not None
+def test_every_public_name_of_the_seed_package_is_served(name: str) -> None:
+    # `from pydantic_ai_summarization import X` becomes `from processors import X`, whether or not X is in
+    # `__all__`; each is one object with its name in `compat`, the one list of the seed package's names.
+    namespace: dict[str, object] = {}
+    exec(f'from processors import {name}', namespace)
+    assert namespace[name] is getattr(compat, name)
 
 
-def test_the_names_only_the_seed_package_needs_live_in_compat_and_are_served_from_processors() -> None:
-    assert set(compat.__all__) <= set(SEED_NAMES)
-    for name in compat.__all__:
-        assert name in processors.__all__ and getattr(processors, name) is getattr(compat, name)
+def test_compat_lists_exactly_the_seed_package_names() -> None:
+    assert sorted(compat.__all__) == sorted(SEED_NAMES)
+
+
+def test_the_package_serves_only_its_public_names_and_the_seed_package_names() -> None:
+    """Internals (`Lineage`, `CompactionState`, `safe_cut_points`, ...) are imported from their modules."""
+    served = {name for name in dir(processors) if not name.startswith('_')}
+    modules = {name for name in served if inspect.ismodule(getattr(processors, name))}
+    assert served - modules == set(PUBLIC) | set(SEED_NAMES)
 
 
 def test_messages_format_for_a_summary_as_the_seed_package_formats_them() -> None:

@@ -21,14 +21,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from processors import (
-    CONTEXT_MANAGER_ID,
-    LIMIT_WARNING_MARKER,
-    ContextManagerCapability,
-    LimitWarnerCapability,
-    Summary,
-    summary_text,
-)
+from processors import ContextManagerCapability, LimitWarnerCapability, Summary, summary_text
+from processors.context_manager import CONTEXT_MANAGER_ID
+from processors.limit_warner import LIMIT_WARNING_MARKER
 from testkit.histories import pair_violations
 from testkit.scripted import NEW_MESSAGES, PREVIOUS
 

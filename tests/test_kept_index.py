@@ -14,7 +14,8 @@ from dataclasses import replace
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
 
-from processors import SlidingWindowProcessor, SummarizationProcessor, summary_request
+from processors import SlidingWindowProcessor, SummarizationProcessor
+from processors.summary import summary_request
 from testkit.histories import tool_history, tool_turn
 from testkit.scripted import RecordingSummarizer
 

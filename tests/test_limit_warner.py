@@ -18,14 +18,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, RunUsage
 
-from processors import (
-    LIMIT_WARNING_MARKER,
-    LimitWarnerCapability,
-    LimitWarnerProcessor,
-    Summarization,
-    create_limit_warner_processor,
-    summary_text,
-)
+from processors import LimitWarnerCapability, LimitWarnerProcessor, Summarization, summary_text
+from processors.compat import create_limit_warner_processor
+from processors.limit_warner import LIMIT_WARNING_MARKER
 
 
 def warning_in(messages: list[ModelMessage]) -> str | None:

@@ -335,10 +335,42 @@ def test_the_benchmarks_use_only_what_users_can() -> None:
     assert reached == set()
 
 
+PUBLIC = (
+    # the store, its sessions, and pydantic-ai's conversation store over the same tables
+    'SessionStore',
+    'Session',
+    'SQLConversationStore',
+    # their settings, and the export document
+    'Encryption',
+    'Recall',
+    'SessionExport',
+    # chat front ends
+    'dispatch_chat',
+    'run_limits',
+    # the errors, every one a StoreError
+    'StoreError',
+    'SessionNotFound',
+    'SessionConflict',
+    'StoreUnavailable',
+    'ServerRefused',
+    'StorageFull',
+    'DatabaseLocked',
+    'KeyUnavailable',
+    'SchemaMismatch',
+    'SummarizerFailed',
+    'ExportError',
+)
+"""`session_store.__all__`: what a new user needs. What the store hands back is in `session_store.results`, an
+export's parts in `session_store.exports`, `DEFAULT_URL` and `WindowProcessor` in `session_store.store`
+(`processors.__all__` is checked in tests/test_compat.py, beside the seed package's names)."""
+
+
 def test_the_package_root_gives_every_public_name_and_refuses_others() -> None:
     # The root imports each name from its module on first use: each must be there, and be the module's own.
     import session_store
 
+    assert sorted(session_store.__all__) == sorted(PUBLIC)
+    assert sorted(session_store._HOMES) == sorted(PUBLIC)
     for name in session_store.__all__:
         value = getattr(session_store, name)
         assert name in dir(session_store)

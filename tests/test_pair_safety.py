@@ -19,7 +19,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from processors import ContextSize, SlidingWindowProcessor, SummarizationProcessor, safe_cut_points
+from processors import ContextSize, SlidingWindowProcessor, SummarizationProcessor
+from processors.cut_points import safe_cut_points
 from testkit.histories import answered_calls, pair_violations, system_prompts
 from testkit.real_histories import histories
 from tests._hypothesis import examples

@@ -4,7 +4,7 @@
 `chat` and `context` read pydantic-ai's messages through the same table, dumped to that form. For a corpus of every
 part kind (and the values pydantic-ai rebuilds or upgrades when it loads a row: files in tool results, the
 deprecated `retry-prompt`), each stored part reads as the loaded one does: the text and media count token counting
-and search read (`processors.part_text`), the tool values as the renderers write them, and every rendered line.
+and search read (`processors.text.part_text`), the tool values as the renderers write them, and every rendered line.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pydantic_ai.messages import (
     VideoUrl,
 )
 
-from processors import message_text, part_text
+from processors.text import message_text, part_text
 from session_store import _parts
 from session_store._codec import dump_message, load_message, stored_form
 from session_store._display import one_line

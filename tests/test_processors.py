@@ -19,17 +19,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from processors import (
-    SlidingWindowProcessor,
-    SummarizationFailure,
-    SummarizationProcessor,
-    Summary,
-    create_sliding_window_processor,
-    create_summarization_processor,
-    find_summary,
-    is_turn_start,
-    summary_text,
-)
+from processors import SlidingWindowProcessor, SummarizationFailure, SummarizationProcessor, Summary, summary_text
+from processors.compat import create_sliding_window_processor, create_summarization_processor
+from processors.cut_points import is_turn_start
+from processors.summary import find_summary
 from testkit.histories import SYSTEM, pair_violations, system_prompts, tool_history
 
 

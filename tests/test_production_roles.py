@@ -21,9 +21,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from processors import SummarizationProcessor
-from session_store import Encryption, SchemaMismatch, ServerRefused, SessionStore, Vacuumed
+from session_store import Encryption, SchemaMismatch, ServerRefused, SessionStore
 from session_store._db.schema import _config
 from session_store.cli import main
+from session_store.results import Vacuumed
 from testkit.postgres import drop_database, fresh_database, require_postgres, run_async
 from tests._cli import fails, ok
 from tests._markdown import DOCS, markdown_blocks

@@ -15,9 +15,10 @@ from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import SummarizationProcessor
-from session_store import Removed, SessionNotFound, SessionStore
+from session_store import SessionNotFound, SessionStore
 from session_store._codec import now
 from session_store.cli import main
+from session_store.results import Removed
 from session_store.rows import SessionRow
 from testkit.scripted import ParallelToolAssistant, RecordingSummarizer, scripted_agent
 from tests._cli import ok

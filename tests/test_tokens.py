@@ -27,13 +27,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from processors import (
-    MEDIA_TOKENS,
-    MESSAGE_OVERHEAD_TOKENS,
-    SlidingWindowProcessor,
-    TiktokenCounter,
-    count_tokens_approximately,
-)
+from processors import SlidingWindowProcessor, TiktokenCounter, count_tokens_approximately
+from processors.tokens import MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS
 from testkit.histories import tool_history
 
 TEXT = 'x' * 400  # 100 tokens at four characters a token

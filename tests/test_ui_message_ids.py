@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from processors import is_turn_start
+from processors.cut_points import is_turn_start
 from session_store import Encryption, SessionStore
 from session_store._db.database import find_session
 from session_store._history.prompts import _REQUESTS_WITH_ID, requests_with_id

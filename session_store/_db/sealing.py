@@ -160,7 +160,7 @@ class Sealer:
 
     def search_text(self, message: ModelMessage) -> str:
         """What the search index holds for `message`: its text, or when sealing, the blind index of its words."""
-        from processors import message_text  # only writes index messages: a read needs no pydantic-ai
+        from processors.text import message_text  # only writes index messages: a read needs no pydantic-ai
 
         # PostgreSQL text can't hold NUL; the JSON payload keeps it, escaped.
         text = message_text(message).replace('\x00', '')

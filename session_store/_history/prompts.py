@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, desc, not_, null, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from processors import is_turn_start
+from processors.cut_points import is_turn_start
 
 from .._db.sealing import Sealer
 from ..rows import MessageRow, SessionRow

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from processors import Lineage
+from processors.state import Lineage
 
 __all__ = ('Entry', 'LoadedWindow', 'NewSummary', 'RunRecord')
 

@@ -35,7 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from processors import Lineage
+from processors.state import Lineage
 
 from .._codec import dump_usage, now
 from .._db.database import Database

@@ -22,9 +22,9 @@ from processors import (
     SummarizationFailure,
     SummarizationProcessor,
     Summary,
-    as_capability,
     count_tokens,
 )
+from processors.capabilities import as_capability
 
 from ..errors import SessionConflict, SessionNotFound, StoreError
 from .records import LoadedWindow, NewSummary, RunRecord

@@ -14,13 +14,9 @@ from typing import Any, NamedTuple
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
 from pydantic_ai.usage import RunUsage
 
-from processors import (
-    ContextManagerCapability,
-    Lineage,
-    SlidingWindowProcessor,
-    SummarizationProcessor,
-    summary_request,
-)
+from processors import ContextManagerCapability, SlidingWindowProcessor, SummarizationProcessor
+from processors.state import Lineage
+from processors.summary import summary_request
 
 from .._codec import load_usage
 from .records import Entry, LoadedWindow, RunRecord

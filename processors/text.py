@@ -2,7 +2,8 @@
 
 Every part kind has a reading here, so nothing a model is sent counts as zero tokens and nothing
 evicted is hidden from the summarizer. Media (images, audio, documents, files) has no useful text;
-it is counted at a fixed cost instead.
+it is counted at a fixed cost instead. `format_messages`, `message_text` and `part_text` are for
+code of its own: a store's search index, a transcript, a prompt.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pydantic_ai.messages import (
     ThinkingPart,
     UserPromptPart,
 )
+
+__all__ = ('format_messages', 'message_text', 'part_text')
 
 _MEDIA_TYPES: tuple[type, ...] = (*MULTI_MODAL_CONTENT_TYPES, FilePart)
 
