@@ -26,7 +26,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from contextvars import ContextVar
-from copy import copy, deepcopy
+from copy import copy
 from itertools import pairwise
 from typing import Any, NamedTuple
 
@@ -42,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
-from ._codec import load_usage
+from ._codec import copied, load_usage
 from ._conversation_rows import (
     DEFERRED,
     RECORD,
@@ -101,7 +101,9 @@ class _Entries(NamedTuple):
 
 def _handed_out(entries: Sequence[ConversationEntry]) -> list[ConversationEntry]:
     """`entries` with copies of their messages: a caller changing one in place changes nothing kept (`isolation`)."""
-    return [ConversationEntry(id=e.id, parent_id=e.parent_id, message=deepcopy(e.message)) for e in entries]
+    messages = copied([e.message for e in entries])
+    pairs = zip(entries, messages, strict=True)
+    return [ConversationEntry(id=e.id, parent_id=e.parent_id, message=message) for e, message in pairs]
 
 
 def _unstorable(conversation_id: str, detail: str) -> UserError:
@@ -485,8 +487,8 @@ class SQLConversationStore(ConversationStore):
             appended = RunRecord(
                 # Copies, for the window kept in memory: the caller's own may sit in other histories too (a few-shot
                 # example, a canned reply), whose runs no store feeds, and may be changed in place after the save.
-                # Deep, as a shallow copy shares the parts; once per message saved, it decodes nothing.
-                messages=[deepcopy(e.message) for e in new_entries],
+                # Deep, as a shallow copy shares the parts; it decodes nothing.
+                messages=copied([e.message for e in new_entries]),
                 tokens=tokens,
                 head_end=0,
                 window_start=0,

@@ -9,9 +9,10 @@ that resumes from the stored summary without calling the summarizer.
 from __future__ import annotations
 
 import json
+import pickle
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -466,6 +467,41 @@ async def test_two_stores_taking_turns_each_load_what_a_fresh_store_loads(store_
         chain.append(entry_id)
         entry_id = (await stores[0].conversations.read_entry(entry_id)).parent_id
     assert len(chain) == len(history)
+
+
+async def test_a_tool_return_pickle_cannot_take_is_kept_and_handed_out_as_copies(store_factory: StoreFactory) -> None:
+    """The door copies what it keeps and hands out through pickle, and through `deepcopy` what pickle can't take (a
+    class defined in a function): the caller changing its return after the save, or a load's, changes no load."""
+
+    @dataclass
+    class Found:
+        items: list[str]
+
+    found = Found(['ORD-1'])
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(found)
+    store = store_factory(processor=summarizing(RecordingSummarizer()))
+    await store.session('c')
+    loaded = await store.conversations.load('c')
+    assert loaded is not None
+    turn: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart('T0 find my order')]),
+        ModelResponse(parts=[ToolCallPart('lookup', {'q': 'T0'}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart('lookup', found, tool_call_id='c1')]),
+        ModelResponse(parts=[TextPart('answer: ORD-1')]),
+    ]
+    await store.conversations.save(replace(loaded, messages=[*loaded.messages, *turn]))
+    found.items.append('changed by the caller')
+
+    def returned(conversation: Conversation | None) -> Any:
+        assert conversation is not None
+        (content,) = [p.content for m in conversation.messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        return content
+
+    first = returned(await store.conversations.load('c'))
+    assert first.items == ['ORD-1']
+    first.items.append('changed by a reader')
+    assert returned(await store.conversations.load('c')).items == ['ORD-1']
 
 
 def untimed_turns(turns: int) -> list[ModelMessage]:
