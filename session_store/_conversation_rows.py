@@ -11,7 +11,6 @@ from typing import Any, NamedTuple
 import pydantic
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
 from pydantic_ai.tools import DeferredToolRequests
-from pydantic_ai.usage import RunUsage
 from sqlalchemy import ColumnElement, Row, Select, String, and_, bindparam, case, select
 from sqlalchemy.orm import aliased
 
@@ -148,16 +147,14 @@ def entry_of(sealer: Sealer, row: Row[str, int, int, str, str | None, str]) -> C
     return ConversationEntry(id=entry_id, parent_id=parent_id, message=message)
 
 
-def record_of(
-    sealer: Sealer, row: SessionRow | RecordRow, head_id: str | None, usage: RunUsage | None = None
-) -> ConversationRecord:
-    """The record `row` holds; `usage`, when the caller holds the row's usage parsed already."""
+def record_of(sealer: Sealer, row: SessionRow | RecordRow, head_id: str | None) -> ConversationRecord:
+    """The record `row` holds."""
     deferred = sealer.open_json(row.session_id, row.pk, 'deferred tool requests', row.deferred_tool_requests)
     title, metadata = details_of(sealer, row.session_id, row.pk, row.title, row.metadata_)
     return ConversationRecord(
         conversation_id=row.session_id,
         head_id=head_id,
-        usage=load_usage(row.usage) if usage is None else usage,
+        usage=load_usage(row.usage),
         deferred_tool_requests=None if deferred is None else DEFERRED.validate_python(deferred),
         scope=row.scope,
         forked_from=row.forked_from,

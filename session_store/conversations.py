@@ -26,7 +26,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from contextvars import ContextVar
-from copy import copy
 from itertools import pairwise
 from typing import Any, NamedTuple
 
@@ -35,14 +34,13 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationDetails, ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage
-from pydantic_ai.usage import RunUsage
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from processors import SlidingWindowProcessor, TokenCounter, count_tokens
 from processors.stored_conversations import keep_conversation
 
-from ._codec import copied, load_usage
+from ._codec import copied
 from ._conversation_rows import (
     DEFERRED,
     RECORD,
@@ -151,8 +149,6 @@ class SQLConversationStore(ConversationStore):
         its record first) appends without reading it again, and a load reads the window kept at its revision."""
         self._tips: Recent[str, str] = Recent()
         """The conversation each recently read head entry is in (an entry never moves to another)."""
-        self._usages: Recent[str, tuple[dict[str, Any] | None, RunUsage]] = Recent()
-        """The usage each conversation's row held when it was parsed last, with what it parsed to."""
         self._entries: Recent[str, _Entries] = Recent()
         """The entries each conversation's window kept in memory was last made into: the same window (the object
         kept at one revision) is the same entries, made once, and each load hands out copies of their messages; a
@@ -262,16 +258,7 @@ class SQLConversationStore(ConversationStore):
             _KEPT.set(None)  # once: a second read in the same load or save (after a failed one) reads afresh
         elif (found := await self._read_row(conversation_id)) is None:
             return None
-        return record_of(self._database.sealer, found, found.tip, self._usage_of(found))
-
-    def _usage_of(self, row: RecordRow) -> RunUsage:
-        """The usage `row` holds, parsed once for each value the conversation's row takes (a save, which dumped it,
-        keeps it parsed), handed out as a copy: a record's usage is its caller's to change."""
-        kept = self._usages.peek(row.session_id)
-        if kept is None or kept[0] != row.usage:
-            kept = (row.usage, load_usage(row.usage))
-            self._usages.put(row.session_id, kept)
-        return copy(kept[1])
+        return record_of(self._database.sealer, found, found.tip)
 
     async def _read_row(self, conversation_id: str) -> RecordRow | None:
         """The conversation's session row as `RECORD` reads it (one SELECT), kept for the load or save after it."""
@@ -510,7 +497,6 @@ class SQLConversationStore(ConversationStore):
             if stored is not None:
                 if (row := self._rows.peek(conversation_id)) is not None and row.revision == expected_revision:
                     self._keep_written(row, before, stored, new_entries)
-                self._usages.put(conversation_id, (stored.usage, copy(record.usage)))
                 self._extend_entries(conversation_id, before, new_entries, appended.messages, record.revision)
                 return
 
@@ -561,7 +547,7 @@ class SQLConversationStore(ConversationStore):
             lambda db: write_details(db, sealer, conversation_id, details, expected_revision, expected or {}, kept),
         )
         self._rows.put(conversation_id, row)
-        return record_of(sealer, row, row.tip, self._usage_of(row))
+        return record_of(sealer, row, row.tip)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         """Delete the conversation, its messages and its summaries, if its revision is `expected_revision`.
