@@ -23,17 +23,15 @@ entries with the source, so deleting one conversation never touches another's me
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from contextvars import ContextVar
 from itertools import pairwise
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationDetails, ConversationEntry, ConversationRecord, ConversationStore
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -55,7 +53,6 @@ from ._conversation_rows import (
 from ._conversation_writes import RETRY, advance, check_details, create, write_details
 from ._history.archive import insert_messages, message_rows
 from ._history.branches import before_prompt
-from ._history.compactions import compaction_text
 from ._history.records import RunRecord
 from ._history.runs import Runs, SessionHead
 from ._history.tree import ENTRY_AT, on_path, spans_of, tip_entry_id
@@ -86,15 +83,6 @@ _KEPT: ContextVar[RecordRow | None] = ContextVar('session_store_kept_record', de
 """A record's row this task read a moment ago, which the next `read_record` of its conversation hands out once instead
 of reading it again: in a load, the row the compaction check read, which pydantic-ai's `load` asks for next; in a
 save, the row at the revision the conversation was loaded at, since the write checks that revision again."""
-
-
-class _Entries(NamedTuple):
-    """A window kept in memory (held weakly) as the entries made of it, shaped by `processor`, ending at `head_id`."""
-
-    window: weakref.ref[StoredWindow]
-    processor: WindowProcessor
-    head_id: str
-    entries: tuple[ConversationEntry, ...]
 
 
 def _handed_out(entries: Sequence[ConversationEntry]) -> list[ConversationEntry]:
@@ -149,10 +137,6 @@ class SQLConversationStore(ConversationStore):
         its record first) appends without reading it again, and a load reads the window kept at its revision."""
         self._tips: Recent[str, str] = Recent()
         """The conversation each recently read head entry is in (an entry never moves to another)."""
-        self._entries: Recent[str, _Entries] = Recent()
-        """The entries each conversation's window kept in memory was last made into: the same window (the object
-        kept at one revision) is the same entries, made once, and each load hands out copies of their messages; a
-        save that grows the window extends them by its own."""
         self.processor = processor
         """The store's processor, if it was given one. With it, `load` hands back the window a `Session` would
         run from (compacting it first when the trigger holds, and storing that summary) and `read_history` of
@@ -368,12 +352,8 @@ class SQLConversationStore(ConversationStore):
             if session_id is None:
                 raise LookupError(f'No conversation entry {head_id!r} in the store.')
         window = None if head is None else self._runs.kept(session_id, head.revision)
-        made = None if window is None else self._entries.peek(session_id)
-        if made is not None and made.window() is window and made.processor is processor and made.head_id == head_id:
-            return _handed_out(made.entries)
         if window is None:
             loaded = await self._runs.load_window(session_id, None, processor)
-            window = self._runs.kept(session_id, loaded.revision)  # the one just read
         else:
             loaded = window.loaded(processor)
         if not loaded.entry_ids or loaded.entry_ids[-1] != head_id:
@@ -386,36 +366,7 @@ class SQLConversationStore(ConversationStore):
             else:
                 at = {'segment_pk': loaded.segment_pk, 'position': loaded.positions[0] - 1}
                 parent = await self._database.statements(lambda db: db.execute(ENTRY_AT, at).scalar())
-        entries = window_entries(loaded, parent)
-        if window is not None:
-            self._entries.put(session_id, _Entries(weakref.ref(window), processor, head_id, tuple(entries)))
-        return _handed_out(entries)
-
-    def _extend_entries(
-        self,
-        conversation_id: str,
-        before: StoredWindow | None,
-        new_entries: Sequence[ConversationEntry],
-        messages: Sequence[ModelMessage],
-        revision: str,
-    ) -> None:
-        """Keep the entries handed out for the window `before` an append, with the appended ones (`new_entries`,
-        holding the `messages` kept) after them, as the entries of the window kept at `revision`, when that window
-        is `before`'s grown by them."""
-        made = self._entries.peek(conversation_id)
-        window = self._runs.kept(conversation_id, revision)
-        if made is None or before is None or window is None or made.window() is not before:
-            return
-        if made.head_id != new_entries[0].parent_id or not window.extends(before):
-            return
-        entries = list(made.entries)
-        for entry, message in zip(new_entries, messages, strict=True):
-            # A compaction's summary request was stored as a link of the chain, not as an entry (see `compactions`).
-            if compaction_text(message) is None:
-                entries.append(ConversationEntry(id=entry.id, parent_id=entries[-1].id, message=message))
-        self._entries.put(
-            conversation_id, _Entries(weakref.ref(window), made.processor, entries[-1].id, tuple(entries))
-        )
+        return _handed_out(window_entries(loaded, parent))
 
     def _head(self, conversation_id: str) -> SessionHead | None:
         """The `SessionHead` of the row the conversation's record was read from last, if it is kept."""
@@ -497,7 +448,6 @@ class SQLConversationStore(ConversationStore):
             if stored is not None:
                 if (row := self._rows.peek(conversation_id)) is not None and row.revision == expected_revision:
                     self._keep_written(row, before, stored, new_entries)
-                self._extend_entries(conversation_id, before, new_entries, appended.messages, record.revision)
                 return
 
         # A write transaction (SQLite's write lock taken up front, a refused lock retried), finished even when the
