@@ -130,9 +130,6 @@ class Reading:
         low, high = (named[1], start) if named[0] < start else (end, named[0])
         return not any(low <= other[0] and other[1] <= high and other[2] != named[2] for other in span.items)
 
-    def holds_bound(self, item: str, value: str) -> bool:
-        return bool(self.bound(item, value))
-
     def current_last(self, item: str, current: str, stale: str) -> bool:
         """Whether `current` is bound to `item` and reads as the current value: every span binding `stale` to the
         item either comes before the last one binding `current` (in reading order, word by word) or tells of the
