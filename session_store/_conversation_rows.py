@@ -4,7 +4,6 @@ values made of their rows (pydantic-ai's `ConversationRecord` and `ConversationE
 from __future__ import annotations
 
 from collections.abc import Sequence
-from copy import deepcopy
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -14,7 +13,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from sqlalchemy import ColumnElement, Row, Select, String, and_, bindparam, case, select
 from sqlalchemy.orm import aliased
 
-from ._codec import dump_usage, load_usage, utc
+from ._codec import copied, dump_usage, load_usage, utc
 from ._db.sealing import Sealer
 from ._db.textual import textual
 from ._history.records import LoadedWindow
@@ -78,8 +77,9 @@ peer's, whose turn touched fewer blocks in all. A door that read or wrote the ro
 
 def record_read(session_id: str, known: RecordRow | None) -> dict[str, str | None]:
     """`RECORD`'s parameters: the session, and what `known` (the row as this process read or wrote it last, if
-    kept) says of its lookups, which count only while the stored revision is still `known`'s."""
-    if known is None or known.session_id != session_id:
+    kept) says of its lookups, which count only while the stored revision is still `known`'s (a fresh token on
+    every write, so no other session's or write's row can pass for it)."""
+    if known is None:
         return {'session_id': session_id, 'known_revision': None, 'known_tip': None, 'known_before_window': None}
     return {
         'session_id': session_id,
@@ -175,7 +175,7 @@ def details_of(
     opened = sealer.open_json(session_id, session_pk, 'metadata', metadata)
     return (
         None if title is None else sealer.open(session_id, session_pk, 'title', title),
-        deepcopy(opened) if opened else None,
+        copied(opened) if opened else None,
     )
 
 
