@@ -59,9 +59,6 @@ class StoredWindow:
     indexed: tuple[WindowEngine, Lineage] | None = field(default=None, compare=False)
     """How the run that wrote this window indexed its history (the processor that run copied, and the index): the
     next run's copy of that processor takes it over, so only the messages new since are indexed."""
-    opening: _Opening = field(default_factory=lambda: _Opening(), compare=False, repr=False)
-    """The tail's first message with the bridge in it, made once and handed to every run: the same objects each
-    time, as an index taken over needs."""
     shown: _Made = field(default_factory=lambda: _Made(), compare=False, repr=False)
     """The window as the last processor asked for it shapes it, made once (`loaded` hands out copies)."""
 
@@ -111,7 +108,6 @@ class StoredWindow:
             usage=usage,
             deferred_tool_requests=record.deferred_tool_requests,
             indexed=indexed if same_opening else None,
-            opening=self.opening if same_opening else _Opening(),
             shown=grown,
         )
 
@@ -170,11 +166,7 @@ class StoredWindow:
         ]
         system_parts = engine.kept_system_parts(first)
         if self.summary is not None or (system_parts and self.window_start > self.head_end):
-            opens = tail[0][1] if tail else None
-            bridged = self.opening.get(opens, system_parts)
-            if bridged is None:
-                bridged = self.opening.put(opens, system_parts, self._bridged(tail[:1], system_parts))
-            tail[:1] = bridged
+            tail[:1] = self._bridged(tail[:1], system_parts)
         window = [*head, *tail]
         return _Window(
             messages=[m for _, m, _, _ in window],
@@ -260,28 +252,6 @@ class _Made:
                 ),
             )
         return grown
-
-
-class _Opening:
-    """A window's tail start with its bridge in it, made once for the message it opens with and the system prompt
-    parts a processor keeps, and handed out as the same objects until either changes."""
-
-    def __init__(self) -> None:
-        self._made: tuple[ModelMessage | None, list[SystemPromptPart], list[_Shown]] | None = None
-
-    def get(self, opens: ModelMessage | None, system_parts: list[SystemPromptPart]) -> list[_Shown] | None:
-        made = self._made
-        if made is None or made[0] is not opens or len(made[1]) != len(system_parts):
-            return None
-        if not all(mine is theirs for mine, theirs in zip(made[1], system_parts, strict=True)):
-            return None
-        return list(made[2])
-
-    def put(
-        self, opens: ModelMessage | None, system_parts: list[SystemPromptPart], bridged: list[_Shown]
-    ) -> list[_Shown]:
-        self._made = (opens, system_parts, bridged)
-        return list(bridged)
 
 
 class StoredRun(NamedTuple):
