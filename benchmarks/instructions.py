@@ -17,8 +17,9 @@ The figures, per backend and archive size, each the instructions of one operatio
   (trigger 40, keep 20), benchmarks/conversations.py's turn; the peer's `get_items(limit=20)` + `add_items` of the
   same turn's 4 items (on SQLite with `synchronous=NORMAL`, ours' setting).
 - Session.run store part: ours `session.run(agent, prompt)` on the same store, counting only the store's spans
-  `session_store.load_window` and `session_store.store_run` (the summarizer runs inside the agent's run there, so
-  it is not counted); held against the peer's turn as above.
+  `session_store.load_window` (reading and decoding the window) and `session_store.store_run` (encoding and
+  sealing the run's rows, the write, the window kept in memory); the summarizer runs inside the agent's run
+  there, so it is not counted. Held against the peer's turn as above.
 - first open: ours a new `SessionStore(url)` + `store.session(id)` + `session.context()`; the peer a new engine +
   `SQLAlchemySession(id, engine=..., create_tables=True)` + `get_items(limit=20)`. Closing is not counted.
 The agent between a turn's `load` and `save` is `_scripted_turn`'s (a tool call and its return, 4 messages, no

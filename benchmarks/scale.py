@@ -56,7 +56,7 @@ Figures, per pass:
   more than the store costs, so a difference of two runs can't be had per turn, nor its p99. The time in the
   store's calls still counts the loop's and the pool's queueing inside those calls, which is what a user waits;
   `lag p99` (how late the loop wakes a task that sleeps 10 ms) shows how much queueing there is. Ours' spans
-  leave out a run's CPU work outside its database calls (counting the new messages' tokens, encoding them).
+  leave out a run's CPU work outside the store's calls (counting the new messages' tokens, which the processor does).
 - store CPU per turn: each contender's CPU/turn less the agent alone's, and ours over the peer's.
 - server connections: `count(*)` from `pg_stat_activity` for the run's database, sampled every 20 ms while its
   processes live: the peak (printed beside each contender's turns/s too), against the bound the pools set

@@ -191,20 +191,25 @@ class Runs:
         """
         revision = revision or new_token()
         updated_at = now()
-        record = _opened_at_compaction(loaded, summaries_in_line(loaded, record))
-        try:
-            stored = await _write_run(self.database, session_id, loaded, record, revision, updated_at)
-        except (SessionConflict, StoreUnavailable) as error:
-            # A write retried after its connection was lost (or lost as it committed) may have landed the first
-            # time: the session then carries this run's own revision, which no other writer could have made.
-            if isinstance(error, StoreUnavailable) and error.stored is False:
-                raise
-            if await self._revision_of(loaded.session_pk) != revision:
-                raise
-            self.windows.put(session_id, None)
-            return StoredRun([], [], dump_usage(record.usage), revision, updated_at)
-        cached = self.windows.at(session_id, loaded.session_pk, loaded.revision)
-        self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored, indexed))
+        # The span holds all of the store's part of a run: encoding and sealing the rows, the write, the cache.
+        with span('store_run', self.database.backend, session_id) as current:
+            record = _opened_at_compaction(loaded, summaries_in_line(loaded, record))
+            current.set_attribute('session_store.messages', len(record.messages))
+            current.set_attribute('session_store.tokens', sum(record.tokens))
+            current.set_attribute('session_store.summaries', len(record.summaries))
+            try:
+                stored = await _write_run(self.database, session_id, loaded, record, revision, updated_at)
+            except (SessionConflict, StoreUnavailable) as error:
+                # A write retried after its connection was lost (or lost as it committed) may have landed the first
+                # time: the session then carries this run's own revision, which no other writer could have made.
+                if isinstance(error, StoreUnavailable) and error.stored is False:
+                    raise
+                if await self._revision_of(loaded.session_pk) != revision:
+                    raise
+                self.windows.put(session_id, None)
+                return StoredRun([], [], dump_usage(record.usage), revision, updated_at)
+            cached = self.windows.at(session_id, loaded.session_pk, loaded.revision)
+            self.windows.put(session_id, None if cached is None else cached.after(revision, record, stored, indexed))
         return stored
 
     async def _revision_of(self, session_pk: int) -> str | None:
@@ -547,16 +552,8 @@ async def _write_run(
             summary_pks.append(previous)
         return summary_pks
 
-    with span(
-        'store_run',
-        database.backend,
-        session_id,
-        messages=len(record.messages),
-        tokens=sum(record.tokens),
-        summaries=len(record.summaries),
-    ):
-        if one_statement:  # atomic on its own
-            summary_pks = await database.statements(append, session_id=session_id, writing=True)
-        else:
-            summary_pks = await database.transaction(session_id, append)
+    if one_statement:  # atomic on its own
+        summary_pks = await database.statements(append, session_id=session_id, writing=True)
+    else:
+        summary_pks = await database.transaction(session_id, append)
     return StoredRun(summary_pks, [row['entry_id'] for row in rows], usage, revision, updated_at)
