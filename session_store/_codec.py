@@ -27,6 +27,7 @@ __all__ = (
     'load_usage',
     'now',
     'parse',
+    'pickled',
     'stored_form',
     'utc',
 )
@@ -60,10 +61,16 @@ def copied(value: T) -> T:
     """A deep copy of `value` (messages a store hands out or keeps), through pickle: a third of `deepcopy`'s
     instructions on a window of messages, shared objects still shared once. `deepcopy` for what pickle can't take
     (a tool's return holding a local class, a lock, ...)."""
+    data = pickled(value)
+    return deepcopy(value) if data is None else pickle.loads(data)
+
+
+def pickled(value: object) -> bytes | None:
+    """`value` pickled, to be copied from; `None` when pickle can't take it."""
     try:
-        return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))  # type: ignore[no-any-return]
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
-        return deepcopy(value)
+        return None
 
 
 def dump_message(message: ModelMessage) -> str:

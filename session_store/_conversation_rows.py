@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import pydantic
 from pydantic_ai.conversation_store import ConversationEntry, ConversationRecord
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import DeferredToolRequests
 from sqlalchemy import ColumnElement, Row, Select, String, and_, bindparam, case, select
 from sqlalchemy.orm import aliased
@@ -234,10 +235,13 @@ def written_row(
     )
 
 
-def window_entries(window: LoadedWindow, parent: str | None) -> list[ConversationEntry]:
-    """A stored window as the entries a conversation load hands out, the first following entry `parent`."""
+def window_entries(
+    window: LoadedWindow, parent: str | None, messages: Sequence[ModelMessage] | None = None
+) -> list[ConversationEntry]:
+    """A stored window as the entries a conversation load hands out, the first following entry `parent`; holding
+    `messages` (copies of the window's) when given."""
     entries: list[ConversationEntry] = []
-    for message, entry_id in zip(window.messages, window.entry_ids, strict=True):
+    for message, entry_id in zip(window.messages if messages is None else messages, window.entry_ids, strict=True):
         # A bridge standing alone (before a tail that opens with a response) is no archived message.
         entry = ConversationEntry(id=entry_id or f'summary-{window.summary_pk}', parent_id=parent, message=message)
         entries.append(entry)

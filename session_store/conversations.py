@@ -85,13 +85,6 @@ of reading it again: in a load, the row the compaction check read, which pydanti
 save, the row at the revision the conversation was loaded at, since the write checks that revision again."""
 
 
-def _handed_out(entries: Sequence[ConversationEntry]) -> list[ConversationEntry]:
-    """`entries` with copies of their messages: a caller changing one in place changes nothing kept (`isolation`)."""
-    messages = copied([e.message for e in entries])
-    pairs = zip(entries, messages, strict=True)
-    return [ConversationEntry(id=e.id, parent_id=e.parent_id, message=message) for e, message in pairs]
-
-
 def _unstorable(conversation_id: str, detail: str) -> UserError:
     return UserError(
         f'Conversation {conversation_id!r} cannot be saved: {detail}. New entries must form one chain from '
@@ -354,6 +347,7 @@ class SQLConversationStore(ConversationStore):
         window = None if head is None else self._runs.kept(session_id, head.revision)
         if window is None:
             loaded = await self._runs.load_window(session_id, None, processor)
+            window = self._runs.kept(session_id, loaded.revision)
         else:
             loaded = window.loaded(processor)
         if not loaded.entry_ids or loaded.entry_ids[-1] != head_id:
@@ -366,7 +360,9 @@ class SQLConversationStore(ConversationStore):
             else:
                 at = {'segment_pk': loaded.segment_pk, 'position': loaded.positions[0] - 1}
                 parent = await self._database.statements(lambda db: db.execute(ENTRY_AT, at).scalar())
-        return _handed_out(window_entries(loaded, parent))
+        # Copies: a caller changing a message in place changes nothing kept (`isolation`).
+        messages = copied(loaded.messages) if window is None else window.handed_out(processor)
+        return window_entries(loaded, parent, messages)
 
     def _head(self, conversation_id: str) -> SessionHead | None:
         """The `SessionHead` of the row the conversation's record was read from last, if it is kept."""

@@ -504,6 +504,35 @@ async def test_a_tool_return_pickle_cannot_take_is_kept_and_handed_out_as_copies
     assert returned(await store.conversations.load('c')).items == ['ORD-1']
 
 
+async def test_loads_between_compactions_hand_out_the_stored_window_as_copies(store_factory: StoreFactory) -> None:
+    """A window kept in memory grows by each saved turn, and each load hands out copies of it, made from what the
+    loads before it copied: over more turns than it keeps apart, every load equals a fresh store's, and a caller
+    changing a loaded message in place (a part added, a tool's arguments changed) changes no later load."""
+    processor = SummarizationProcessor(
+        FunctionModel(RecordingSummarizer()), trigger=('messages', 200), keep=('messages', KEEP)
+    )
+    store = store_factory(processor=processor)
+    agent = make_agent(Assistant())
+    await store.session('long')
+    for turn in range(15):
+        conversation = await store.conversations.load('long')
+        assert conversation is not None
+        reloaded = await store_factory(processor=processor).conversations.load('long')
+        assert reloaded is not None and conversation.messages == reloaded.messages
+        assert len(conversation.messages) == 4 * turn
+        for message in conversation.messages:  # what a careless caller might do to what it loaded
+            if isinstance(message, ModelResponse) and isinstance(message.parts[0], ToolCallPart):
+                message.parts[0].args = {'q': 'changed'}
+            assert isinstance(message.parts, list)  # a list, as pydantic-ai makes them
+            message.parts.append(TextPart('added by the caller'))
+        conversation = await store.conversations.load('long')
+        assert conversation is not None and conversation.messages == reloaded.messages
+        await store.conversations.save(
+            await agent.run(f'T{turn} please', conversation=conversation, usage_limits=UNLIMITED)
+        )
+    assert not await store.summaries('long')
+
+
 def untimed_turns(turns: int) -> list[ModelMessage]:
     """`turns` turns as `Assistant` answers them, built by hand as an import or an older pydantic-ai leaves them:
     no request carries a timestamp. The first opens with the agent's system prompt."""

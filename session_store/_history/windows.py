@@ -6,6 +6,7 @@ prompt) goes, and which of the head's system parts are kept.
 
 from __future__ import annotations
 
+import pickle
 from copy import copy
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -18,7 +19,7 @@ from processors import ContextManagerCapability, SlidingWindowProcessor, Summari
 from processors.state import Lineage
 from processors.summary import summary_request
 
-from .._codec import load_usage
+from .._codec import copied, load_usage, pickled
 from .records import Entry, LoadedWindow, RunRecord
 
 __all__ = ('StoredRun', 'StoredWindow', 'WindowEngine', 'WindowProcessor', 'head_read', 'window_engine')
@@ -149,6 +150,11 @@ class StoredWindow:
             indexed=indexed,
         )
 
+    def handed_out(self, processor: WindowProcessor) -> list[ModelMessage]:
+        """Copies of the messages `loaded(processor)` holds, for a caller who may change them in place."""
+        shown = self._shown_by(window_engine(processor))
+        return shown.copies.of(shown.messages)
+
     def length(self, processor: WindowProcessor) -> int:
         """How many messages the window `loaded(processor)` hands out holds, without making it."""
         return len(self._shown_by(window_engine(processor)).messages)
@@ -158,7 +164,7 @@ class StoredWindow:
         return self.shown.put(engine, self._shown(engine)) if shown is None else shown
 
     def _shown(self, engine: WindowEngine) -> _Window:
-        """The window as `engine` shapes it, made once per window and processor (`loaded` hands out copies)."""
+        """The window as `engine` shapes it, made once per window and processor."""
         first = [self.entries[0].message] if self.entries and self.entries[0].position == 0 else []
         head: list[_Shown] = [e for e in self.entries if e.position < self.head_end]
         tail: list[_Shown] = [
@@ -174,6 +180,7 @@ class StoredWindow:
             tokens=[t for _, _, t, _ in window],
             entry_ids=[i for _, _, _, i in window],
             usage=load_usage(self.usage),
+            copies=_Copies(),
         )
 
     def _bridged(self, opening: list[_Shown], system_parts: list[SystemPromptPart]) -> list[_Shown]:
@@ -221,6 +228,38 @@ class _Window(NamedTuple):
     tokens: list[int | None]
     entry_ids: list[str | None]
     usage: RunUsage
+    copies: _Copies
+
+
+class _Copies:
+    """The pickled messages of a shown window, in the chunks they came in (the window as first shown, then each
+    run's messages), each copy of the window loaded from them: a copy pickles only the messages new since the last
+    one, and loading is about half of a pickle round trip."""
+
+    def __init__(self, chunks: tuple[bytes, ...] = (), covered: int = 0) -> None:
+        self._chunks = chunks
+        self._covered = covered
+        """How many of the window's messages the chunks hold: its first ones."""
+
+    def of(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """Copies of `messages`, the window's, which begin with those the chunks hold."""
+        if self._covered < len(messages):
+            # Many small chunks load slower than one: past a few, the window is pickled whole again.
+            whole = len(self._chunks) >= _CHUNKS
+            new = pickled(messages if whole else messages[self._covered :])
+            if new is None:  # pickle can't take one of them: a deep copy each time
+                return copied(messages)
+            self._chunks = (new,) if whole else (*self._chunks, new)
+            self._covered = len(messages)
+        return [message for chunk in self._chunks for message in pickle.loads(chunk)]
+
+    def grown(self) -> _Copies:
+        """These chunks, for the window grown by more messages (which the next copy pickles)."""
+        return _Copies(self._chunks, self._covered)
+
+
+_CHUNKS = 6
+"""Chunks a window's copies are loaded from before it is pickled whole again (`_Copies`)."""
 
 
 class _Made:
@@ -249,6 +288,7 @@ class _Made:
                     tokens=[*window.tokens, *(e.tokens for e in added)],
                     entry_ids=[*window.entry_ids, *(e.entry_id for e in added)],
                     usage=copy(usage),
+                    copies=window.copies.grown(),
                 ),
             )
         return grown
