@@ -190,7 +190,7 @@ def test_follow_a_search_hit(server: str, page: Page) -> None:
 
 def test_a_chat_message_streams_into_the_page_and_is_stored(server: str, page: Page) -> None:
     page.goto(f'{server}/sessions/demo')
-    # Record every length the answer's text passes through, to see it arrive in pieces.
+    # Record every length the answer's text passes through, to see it only grow.
     page.evaluate(
         """() => {
             window.seen = [];
@@ -206,8 +206,11 @@ def test_a_chat_message_streams_into_the_page_and_is_stored(server: str, page: P
     answer.wait_for(timeout=30_000)
     expected = '(test model, offline) You said: Where is ORDER-1099, please?'
     assert answer.locator('.part.assistant .text').inner_text() == expected
+    # The page appended the answer delta by delta, and it only ever grew. How many of those lengths the browser
+    # rendered apart depends on how the chunks reached it, which a loaded machine delivers in bursts (a run saw
+    # only the whole answer), so the pieces are counted where the page handles them.
     seen = page.evaluate('window.seen')
-    assert len(set(seen)) >= 3 and seen == sorted(seen) and seen[-1] == len(expected), seen
+    assert seen == sorted(seen) and seen[-1] == len(expected), seen
     assert int(answer.get_attribute('data-deltas') or 0) >= 3
     # Stored: a reload shows the prompt and the answer at the end of the conversation, with Edit and Regenerate.
     page.reload()
