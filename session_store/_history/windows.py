@@ -61,7 +61,7 @@ class StoredWindow:
     """How the run that wrote this window indexed its history (the processor that run copied, and the index): the
     next run's copy of that processor takes it over, so only the messages new since are indexed."""
     shown: _Made = field(default_factory=lambda: _Made(), compare=False, repr=False)
-    """The window as the last processor asked for it shapes it, made once (`loaded` hands out copies)."""
+    """The window as the last processor asked for it shapes it, made once (`handed_out` hands out copies of it)."""
 
     def after(
         self,
@@ -116,15 +116,6 @@ class StoredWindow:
         """Whether the window's tail holds a message: its first, which the bridge rides in, stays as messages are
         appended."""
         return self.message_count > max(self.window_start, self.head_end)
-
-    def extends(self, before: StoredWindow) -> bool:
-        """Whether this window is `before` with messages appended to its tail, shown the same up to them."""
-        return (
-            before.holds_tail()
-            and self.message_count >= before.message_count
-            and (self.session_pk, self.segment_pk, self.head_end, self.window_start, self.summary)
-            == (before.session_pk, before.segment_pk, before.head_end, before.window_start, before.summary)
-        )
 
     def loaded(self, processor: WindowProcessor) -> LoadedWindow:
         """The window a run starts from: head, then the tail with the bridge riding in its first request
